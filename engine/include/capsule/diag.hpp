@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// Diagnostics: every user-facing failure of the engine is one of these values, with a stable
+// code, a file:line:col position where a file is involved, the offending value and what was
+// expected. Loaders collect them into a `Diagnostics` list so one run reports every problem.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace capsule {
+
+/// Stable diagnostic codes. The kebab-case spellings in `kDiagCodeNames` are a contract: tests,
+/// CI annotations and users match on them, so a rename is a breaking change.
+enum class DiagCode : std::uint8_t {
+  ParseError,          // the file is not valid TOML
+  IoError,             // the file or directory cannot be read
+  UnsupportedSchema,   // `schema` is missing or not a version this build reads
+  UnknownKey,          // a key the format does not define (often a typo)
+  WrongType,           // a key holds the wrong TOML type
+  UnknownSpelling,     // a vocabulary value (device, op, ...) that is not in SPEC §3
+  MissingField,        // a required key is absent after defaults are applied
+  InvalidValue,        // a well-typed value that breaks a rule (empty name, bad id, ...)
+  DuplicateModule,     // two catalogs declare the same module name
+  DuplicateIdentity,   // two capsules share (name, op, provider, device)
+  DuplicateProfile,    // two profile files declare the same profile name
+  MisalignedContract,  // a contract's claim is not the obligation of its field (§3.1)
+  ExpiredTrust,        // a trusted boundary or trusted-external capsule is past `expires`
+  UnknownModule,       // a profile names a module no catalog declares
+  UnknownProfile,      // a profile name that was not loaded
+  InvalidGraph,        // graph ids not unique, inputs not earlier nodes, unknown node kind
+  NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
+  GateRejected,        // the acceptance gate refused a plan (§5.4)
+  Usage,               // command-line misuse
+};
+
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 19> kDiagCodeNames{{
+    {DiagCode::ParseError, "parse-error"},
+    {DiagCode::IoError, "io-error"},
+    {DiagCode::UnsupportedSchema, "unsupported-schema"},
+    {DiagCode::UnknownKey, "unknown-key"},
+    {DiagCode::WrongType, "wrong-type"},
+    {DiagCode::UnknownSpelling, "unknown-spelling"},
+    {DiagCode::MissingField, "missing-field"},
+    {DiagCode::InvalidValue, "invalid-value"},
+    {DiagCode::DuplicateModule, "duplicate-module"},
+    {DiagCode::DuplicateIdentity, "duplicate-identity"},
+    {DiagCode::DuplicateProfile, "duplicate-profile"},
+    {DiagCode::MisalignedContract, "misaligned-contract"},
+    {DiagCode::ExpiredTrust, "expired-trust"},
+    {DiagCode::UnknownModule, "unknown-module"},
+    {DiagCode::UnknownProfile, "unknown-profile"},
+    {DiagCode::InvalidGraph, "invalid-graph"},
+    {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
+    {DiagCode::GateRejected, "gate-rejected"},
+    {DiagCode::Usage, "usage"},
+}};
+
+std::string_view to_string(DiagCode code);
+
+enum class Severity : std::uint8_t { Error, Warning };
+
+std::string_view to_string(Severity severity);
+
+/// A position in a source file; `line == 0` means "the whole file" (I/O errors).
+struct SourceLoc {
+  std::string file;
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+
+  friend bool operator==(const SourceLoc&, const SourceLoc&) = default;
+};
+
+struct Diagnostic {
+  Severity severity = Severity::Error;
+  DiagCode code = DiagCode::InvalidValue;
+  SourceLoc where;
+  std::string message;             ///< lower-case, names the entity, the value and the expectation
+  std::vector<std::string> notes;  ///< extra context, e.g. where a duplicate was first declared
+  std::string help;                ///< a suggestion, usually "did you mean `x`?"
+};
+
+using Diagnostics = std::vector<Diagnostic>;
+
+/// GCC-shaped rendering so editors can jump: `file:line:col: error[code]: message`, then
+/// indented `note:` and `help:` lines.
+std::string render(const Diagnostic& diagnostic);
+std::string render(const Diagnostics& diagnostics);
+
+bool has_errors(const Diagnostics& diagnostics);
+
+}  // namespace capsule

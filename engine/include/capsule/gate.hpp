@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// Audit, grouping, contract check and the acceptance gate (§5.2–§5.4). The gate is the only
+// code that can make an AcceptedKernel or an AcceptedGraphKernelPlan: their constructors are
+// private and `accept`/`accept_graph` are their only friends, so no caller can forge a plan
+// that skipped admissibility or the evidence check.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/planner.hpp"
+
+namespace capsule {
+
+// ---- Audit (§5.2) ---------------------------------------------------------------------------
+
+/// Op names of kernels whose capsule is labelled trusted-external, in plan order.
+std::vector<Op> trusted_external_ops(std::span<const PlannedKernel> kernels);
+/// Distinct capsule names in first-seen order.
+std::vector<std::string> distinct_capsule_names(std::span<const PlannedKernel> kernels);
+
+// ---- Grouping (§5.3) ------------------------------------------------------------------------
+
+struct KernelGroup {
+  std::vector<std::uint32_t> node_ids;
+  Op op = Op::Custom;
+  const Capsule* capsule = nullptr;
+
+  PlannedKernel kernel() const { return PlannedKernel{op, capsule}; }
+};
+
+/// Adjacent node kernels merge when the op is equal and the capsules are structurally equal.
+std::vector<KernelGroup> coalesce(const GraphKernelPlan& plan);
+/// One group per node kernel (A's singleton lowering).
+std::vector<KernelGroup> singleton_groups(const GraphKernelPlan& plan);
+std::vector<KernelGroup> group(const GraphKernelPlan& plan, Lowering lowering);
+std::vector<PlannedKernel> group_kernels(std::span<const KernelGroup> groups);
+
+// ---- Contract check (§5.4) ------------------------------------------------------------------
+
+struct ObligationReport {
+  Op op = Op::Custom;
+  const Capsule* capsule = nullptr;
+  Obligation obligation = Obligation::Shape;
+
+  const ContractDescriptor& descriptor() const { return capsule->contract(obligation); }
+};
+
+/// Obligation reports whose evidence `policy` rejects, kernel by kernel, shape→vjp.
+std::vector<ObligationReport> rejected_reports(const AssurancePolicy& policy, std::span<const PlannedKernel> kernels);
+
+// ---- Acceptance gate (§5.4) -----------------------------------------------------------------
+
+struct AcceptanceFailure {
+  enum class Kind : std::uint8_t {
+    OperationMismatch, ForwardUnsupported, ContractsMisaligned, TrustRejected, ProviderRejected,
+    DeviceMismatch, VjpMismatch, EvidenceRejected
+  };
+  Kind kind = Kind::OperationMismatch;
+  Op op = Op::Custom;            ///< the planned op
+  const Capsule* capsule = nullptr;
+  Obligation obligation = Obligation::Shape;  ///< EvidenceRejected only
+  Device requested_device = Device::Cpu;      ///< DeviceMismatch only
+  VjpMode requested_vjp = VjpMode::None;      ///< VjpMismatch only
+
+  /// TorchLean's message text for this failure.
+  std::string message() const;
+};
+
+std::string_view to_string(AcceptanceFailure::Kind kind);
+
+/// Every failing check for one kernel, in TorchLean's order.
+std::vector<AcceptanceFailure> acceptance_failures(const PlannedKernel& kernel, const KernelPolicy& policy);
+
+class AcceptedKernel;
+class AcceptedGraphKernelPlan;
+struct GraphRejection;
+
+/// The gate for one kernel: op match, admissibility, and the evidence check under the policy's
+/// assurance. Availability is not rechecked (§5.4).
+Result<AcceptedKernel, std::vector<AcceptanceFailure>> accept(const PlannedKernel& kernel, const KernelPolicy& policy);
+
+/// Groups the graph plan per `lowering`, then gates every group.
+Result<AcceptedGraphKernelPlan, GraphRejection> accept_graph(const GraphKernelPlan& plan, const KernelPolicy& policy,
+                                                             Lowering lowering = Lowering::Coalesced);
+
+class AcceptedKernel {
+ public:
+  Op op() const { return op_; }
+  const Capsule& capsule() const { return *capsule_; }
+  const KernelPolicy& policy() const { return policy_; }
+
+ private:
+  AcceptedKernel(Op op, const Capsule* capsule, KernelPolicy policy) : op_(op), capsule_(capsule), policy_(policy) {}
+  friend Result<AcceptedKernel, std::vector<AcceptanceFailure>> accept(const PlannedKernel&, const KernelPolicy&);
+
+  Op op_;
+  const Capsule* capsule_;
+  KernelPolicy policy_;
+};
+
+class AcceptedGraphKernelPlan {
+ public:
+  const GraphKernelPlan& graph_plan() const { return graph_plan_; }
+  const std::vector<KernelGroup>& groups() const { return groups_; }
+  const KernelPolicy& policy() const { return policy_; }
+  Lowering lowering() const { return lowering_; }
+  std::vector<std::uint32_t> node_ids() const;
+  std::vector<std::string> capsule_names() const;
+
+ private:
+  AcceptedGraphKernelPlan(GraphKernelPlan plan, std::vector<KernelGroup> groups, KernelPolicy policy, Lowering lowering)
+      : graph_plan_(std::move(plan)), groups_(std::move(groups)), policy_(policy), lowering_(lowering) {}
+  friend Result<AcceptedGraphKernelPlan, GraphRejection> accept_graph(const GraphKernelPlan&, const KernelPolicy&,
+                                                                      Lowering);
+
+  GraphKernelPlan graph_plan_;
+  std::vector<KernelGroup> groups_;
+  KernelPolicy policy_;
+  Lowering lowering_;
+};
+
+struct GraphRejection {
+  std::vector<KernelGroup> groups;
+  std::vector<AcceptanceFailure> failures;
+};
+
+}  // namespace capsule

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// A minimal streaming JSON writer for reports: objects, arrays, strings (escaped per RFC 8259),
+// numbers and booleans, with commas managed for the caller. Output is compact and deterministic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace capsule {
+
+class JsonWriter {
+ public:
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  /// Writes `"name":`; the next value call supplies its value.
+  JsonWriter& key(std::string_view name);
+  JsonWriter& value(std::string_view text);
+  JsonWriter& value(const char* text) { return value(std::string_view(text)); }
+  JsonWriter& value(std::int64_t number);
+  JsonWriter& value(bool flag);
+  JsonWriter& null();
+  /// Shorthand for key(name).value(v).
+  template <class T>
+  JsonWriter& field(std::string_view name, const T& v) {
+    key(name);
+    return value(v);
+  }
+  JsonWriter& string_array(std::string_view name, const std::vector<std::string>& items);
+
+  const std::string& str() const { return out_; }
+
+ private:
+  void separate();
+
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool after_key_ = false;
+};
+
+std::string json_escape(std::string_view text);
+
+}  // namespace capsule

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// TOML loaders for catalogs, profiles and graphs (SPEC §4, §5, §5b), built on toml++. Each
+// loader reports every problem it finds, with file:line:col and a stable code, into a
+// `Diagnostics` sink and returns a value only when the file had no error. `load_workspace`
+// loads whole directories and adds the cross-file checks (duplicate modules and profiles,
+// unknown modules, duplicate identities within a profile's registry).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/catalog.hpp"
+#include "capsule/diag.hpp"
+
+namespace capsule {
+
+struct LoadOptions {
+  /// The date trust expiry is judged against. Defaults to the system clock's today.
+  Date today = today_utc();
+
+  static Date today_utc();
+};
+
+std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::string& path,
+                                           const LoadOptions& options, Diagnostics& out);
+std::optional<CapsuleModule> load_catalog(const std::filesystem::path& file,
+                                          const LoadOptions& options, Diagnostics& out);
+
+std::optional<Profile> parse_profile(std::string_view text, const std::string& path,
+                                     const LoadOptions& options, Diagnostics& out);
+/// Loads a profile and, relative to it, the catalogs named by `with_catalogs`.
+std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options,
+                                    Diagnostics& out);
+
+std::optional<Graph> parse_graph(std::string_view text, const std::string& path, Diagnostics& out);
+std::optional<Graph> load_graph(const std::filesystem::path& file, Diagnostics& out);
+
+/// Everything a command works from. Modules and profiles are shared, immutable values.
+struct Workspace {
+  std::vector<ModulePtr> modules;    ///< in file-name order across the catalog directories
+  std::vector<ProfilePtr> profiles;  ///< in file-name order across the profile directories
+  Diagnostics diagnostics;           ///< errors and warnings from every file
+
+  const CapsuleModule* find_module(std::string_view name) const;
+  ProfilePtr find_profile(std::string_view name) const;
+  /// Loaded profile names, for "did you mean" on an unknown `--profile`.
+  std::vector<std::string_view> profile_names() const;
+};
+
+/// Loads every `*.toml` in the given directories (graph files, `*.graph.toml`, are skipped).
+Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
+                         const std::vector<std::filesystem::path>& profile_dirs,
+                         const LoadOptions& options = {});
+
+/// Adds one profile file to a workspace (for `--profile FILE`), with the same cross-checks.
+ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& file,
+                            const LoadOptions& options = {});
+
+}  // namespace capsule

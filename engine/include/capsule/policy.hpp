@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a profile asks of the planner (§1.4, §1.5, §4.1, §9.2): the assurance policy that filters
+// trust levels and evidence kinds, the provider preference, the kernel policy, and the declared
+// availability of devices and providers. Availability is a declaration, never a hardware probe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "capsule/capsule.hpp"
+#include "capsule/vocab.hpp"
+
+namespace capsule {
+
+/// Which trust levels and evidence kinds a profile admits. One record governs both planner
+/// selection (by trust) and the contract check (by evidence kind), as in TorchLean.
+struct AssurancePolicy {
+  EnumSet<Trust> trust;
+  EnumSet<EvidenceKind> evidence;
+
+  /// Guards, tests, shared definitions, fuzz oracles and not-applicable; checked capsules only.
+  static AssurancePolicy checked();
+  /// `checked` plus trusted-external capsules and trusted-boundary evidence.
+  static AssurancePolicy external();
+
+  bool accepts_trust(Trust level) const { return trust.contains(level); }
+  bool accepts_evidence(const Evidence& e) const { return evidence.contains(e.kind); }
+
+  /// `checked`, `external`, or `custom(trust: a|b; evidence: c|d)` for any other set.
+  std::string label() const;
+
+  friend bool operator==(const AssurancePolicy&, const AssurancePolicy&) = default;
+};
+
+struct ProviderPreference {
+  enum class Kind : std::uint8_t { Auto, Prefer, Only };
+  Kind kind = Kind::Auto;
+  Provider provider = Provider::Reference;  ///< ignored for Auto
+
+  static ProviderPreference automatic() { return {}; }
+  static ProviderPreference prefer(Provider p) { return {Kind::Prefer, p}; }
+  static ProviderPreference only(Provider p) { return {Kind::Only, p}; }
+
+  /// `auto`, `prefer libtorch`, `only external`.
+  std::string label() const;
+
+  friend bool operator==(const ProviderPreference&, const ProviderPreference&) = default;
+};
+
+/// TorchLean's KernelPolicy: what one plan asks for.
+struct KernelPolicy {
+  Device device = Device::Cpu;
+  ProviderPreference provider;
+  AssurancePolicy assurance = AssurancePolicy::checked();
+  VjpMode vjp = VjpMode::TorchleanTape;
+
+  friend bool operator==(const KernelPolicy&, const KernelPolicy&) = default;
+};
+
+/// Declared devices and providers (§4.1). Default: the CPU preset.
+struct Availability {
+  EnumSet<Device> devices{Device::Cpu};
+  EnumSet<Provider> providers{Provider::Reference, Provider::Torchlean};
+
+  bool admits(const Capsule& c) const { return devices.contains(c.device) && providers.contains(c.provider); }
+
+  friend bool operator==(const Availability&, const Availability&) = default;
+};
+
+// Build targets (§9.2): a declared machine from which availability is derived.
+enum class OperatingSystem : std::uint8_t { Linux, Macos, Windows, Wasi, Unknown };
+enum class Architecture : std::uint8_t { X86_64, Aarch64, Wasm32, Unknown };
+enum class Accelerator : std::uint8_t { None, Cuda, Rocm, Metal, Wasm, Tpu, Trainium, Custom, External };
+enum class BuildFeature : std::uint8_t {
+  NativeCuda, Libtorch, Aten, Mps, Webgpu, Cublas, Cudnn, Cufft, Xla, Neuron, CustomChip, External
+};
+
+template <>
+struct VocabTable<OperatingSystem> {
+  static constexpr std::string_view kind = "operating system";
+  static constexpr std::array<std::pair<OperatingSystem, std::string_view>, 5> entries{{
+      {OperatingSystem::Linux, "linux"}, {OperatingSystem::Macos, "macos"},
+      {OperatingSystem::Windows, "windows"}, {OperatingSystem::Wasi, "wasi"},
+      {OperatingSystem::Unknown, "unknown"}}};
+};
+template <>
+struct VocabTable<Architecture> {
+  static constexpr std::string_view kind = "architecture";
+  static constexpr std::array<std::pair<Architecture, std::string_view>, 4> entries{{
+      {Architecture::X86_64, "x86_64"}, {Architecture::Aarch64, "aarch64"},
+      {Architecture::Wasm32, "wasm32"}, {Architecture::Unknown, "unknown"}}};
+};
+template <>
+struct VocabTable<Accelerator> {
+  static constexpr std::string_view kind = "accelerator";
+  static constexpr std::array<std::pair<Accelerator, std::string_view>, 9> entries{{
+      {Accelerator::None, "none"}, {Accelerator::Cuda, "cuda"}, {Accelerator::Rocm, "rocm"},
+      {Accelerator::Metal, "metal"}, {Accelerator::Wasm, "wasm"}, {Accelerator::Tpu, "tpu"},
+      {Accelerator::Trainium, "trainium"}, {Accelerator::Custom, "custom"},
+      {Accelerator::External, "external"}}};
+};
+template <>
+struct VocabTable<BuildFeature> {
+  static constexpr std::string_view kind = "build feature";
+  static constexpr std::array<std::pair<BuildFeature, std::string_view>, 12> entries{{
+      {BuildFeature::NativeCuda, "native-cuda"}, {BuildFeature::Libtorch, "libtorch"},
+      {BuildFeature::Aten, "aten"}, {BuildFeature::Mps, "mps"}, {BuildFeature::Webgpu, "webgpu"},
+      {BuildFeature::Cublas, "cublas"}, {BuildFeature::Cudnn, "cudnn"}, {BuildFeature::Cufft, "cufft"},
+      {BuildFeature::Xla, "xla"}, {BuildFeature::Neuron, "neuron"},
+      {BuildFeature::CustomChip, "custom-chip"}, {BuildFeature::External, "external"}}};
+};
+static_assert(detail::table_is_dense(VocabTable<OperatingSystem>::entries));
+static_assert(detail::table_is_dense(VocabTable<Architecture>::entries));
+static_assert(detail::table_is_dense(VocabTable<Accelerator>::entries));
+static_assert(detail::table_is_dense(VocabTable<BuildFeature>::entries));
+
+struct Target {
+  OperatingSystem os = OperatingSystem::Unknown;
+  Architecture arch = Architecture::Unknown;
+  Accelerator accelerator = Accelerator::None;
+  std::vector<BuildFeature> features;
+
+  /// devices [cpu] (+ the accelerator's device); providers [reference, torchlean] + one per feature.
+  Availability declared_availability() const;
+
+  friend bool operator==(const Target&, const Target&) = default;
+};
+
+}  // namespace capsule

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reports (§6, SPEC §7): TorchLean's text line formats, plus JSON, Markdown and Graphviz DOT.
+// Every report ends with, or carries, the path and SHA-256 of each profile and catalog file it
+// was computed from.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/gate.hpp"
+#include "capsule/resolve.hpp"
+
+namespace capsule {
+
+enum class ReportFormat : std::uint8_t { Text, Json, Markdown, Dot };
+
+/// `profile={name} device={cli} assurance={label} vjp={vjp}` (§4.3).
+std::string profile_summary(const Profile& profile);
+/// `trusted external boundary: none` or `trusted external boundary: op1, op2`.
+std::string boundary_line(std::span<const PlannedKernel> kernels);
+/// The kernel row and its four contract lines (§6 detailedReportLines).
+std::vector<std::string> detailed_lines(const PlannedKernel& kernel);
+/// Seed 002's plan rows: `{op} -> {capsule}`, provider/trust, reduction, value evidence.
+std::vector<std::string> plan_rows(const PlannedKernel& kernel);
+/// One `  #[ids] op capsule` line per group.
+std::string group_line(const KernelGroup& group);
+/// `  {id} {kind} {payload} -> {capsule}`.
+std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel);
+
+/// Text: summary line, boundary line, detailed lines, then the sources (planReport + sources).
+std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format);
+
+struct GraphReportInput {
+  const ResolvedProfile& resolved;
+  const Graph& graph;
+  const GraphKernelPlan& plan;
+  std::span<const KernelGroup> groups;
+};
+std::string graph_report(const GraphReportInput& input, ReportFormat format);
+
+/// A planning failure in the requested format (JSON: `{"error": {...}}`).
+std::string plan_error_report(const PlanError& error, ReportFormat format);
+
+/// `sources:` followed by one `  {path} sha256 {hex}` line per file.
+std::string sources_block(std::span<const SourceFile> sources);
+
+}  // namespace capsule

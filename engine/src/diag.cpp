@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "capsule/diag.hpp"
+
+#include <algorithm>
+
+#include "capsule/vocab.hpp"
+
+namespace capsule {
+
+static_assert(detail::table_is_dense(kDiagCodeNames), "kDiagCodeNames must list every code in order");
+
+std::string_view to_string(DiagCode code) { return kDiagCodeNames[static_cast<std::size_t>(code)].second; }
+
+std::string_view to_string(Severity severity) {
+  return severity == Severity::Error ? "error" : "warning";
+}
+
+std::string render(const Diagnostic& diagnostic) {
+  std::string out;
+  if (!diagnostic.where.file.empty()) {
+    out += diagnostic.where.file;
+    if (diagnostic.where.line != 0) {
+      out += ':' + std::to_string(diagnostic.where.line) + ':' + std::to_string(diagnostic.where.column);
+    }
+    out += ": ";
+  }
+  out += to_string(diagnostic.severity);
+  out += '[';
+  out += to_string(diagnostic.code);
+  out += "]: ";
+  out += diagnostic.message;
+  for (const std::string& note : diagnostic.notes) out += "\n  note: " + note;
+  if (!diagnostic.help.empty()) out += "\n  help: " + diagnostic.help;
+  return out;
+}
+
+std::string render(const Diagnostics& diagnostics) {
+  std::string out;
+  for (const Diagnostic& diagnostic : diagnostics) {
+    out += render(diagnostic);
+    out += '\n';
+  }
+  return out;
+}
+
+bool has_errors(const Diagnostics& diagnostics) {
+  return std::any_of(diagnostics.begin(), diagnostics.end(),
+                     [](const Diagnostic& d) { return d.severity == Severity::Error; });
+}
+
+}  // namespace capsule

@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: Apache-2.0
+// Catalog loader (SPEC §4). A file is read in two steps: every table ([defaults] and each
+// [[capsule]]) is parsed into a `PartialCapsule` whose fields are optional, then each capsule is
+// merged over the defaults (key by key; each contract as a whole) and validated. Parsing the
+// defaults once keeps load time linear in the number of capsules.
+#include <map>
+#include <tuple>
+
+#include "capsule/load.hpp"
+#include "toml_reader.hpp"
+
+namespace capsule {
+namespace {
+
+using detail::Fields;
+using detail::FileContext;
+
+template <class T>
+struct Located {
+  T value;
+  SourceLoc where;
+};
+
+struct PartialContract {
+  SourceLoc where;
+  std::optional<ClaimKind> claim;
+  std::optional<Op> op;
+  std::optional<Located<Layout>> layout;
+  std::optional<Located<VjpMode>> mode;
+  std::string summary;
+  std::optional<Evidence> evidence;
+  SourceLoc evidence_where;
+  SourceLoc expires_where;
+  std::vector<Provenance> provenance;
+};
+
+struct PartialCapsule {
+  SourceLoc where;
+  std::optional<std::string> name;
+  std::optional<std::string> summary;
+  std::optional<Op> op;
+  std::optional<Provider> provider;
+  std::optional<Device> device;
+  std::optional<Trust> trust;
+  std::optional<bool> forward;
+  std::optional<VjpMode> vjp;
+  std::optional<Reduction> reduction;
+  std::optional<std::string> reason;
+  std::optional<std::string> owner;
+  std::optional<Located<Date>> expires;
+  std::array<std::optional<PartialContract>, 4> contracts;
+};
+
+constexpr std::array<std::string_view, 4> kContractKeys{"shape", "layout", "value", "vjp"};
+
+std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& node, SourceLoc& expires_where) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    context.error(DiagCode::WrongType, context.at(node),
+                  str("`evidence` must be a table such as { kind = \"test-suite\", name = \"...\" }, got ",
+                      detail::type_name(node)));
+    return std::nullopt;
+  }
+  Fields fields(context, *table, "evidence", {"kind", "name", "reason", "owner", "expires"});
+  const auto kind = fields.vocab<EvidenceKind>("kind");
+  Evidence evidence;
+  evidence.name = fields.string("name").value_or("");
+  evidence.reason = fields.string("reason").value_or("");
+  evidence.owner = fields.string("owner").value_or("");
+  evidence.expires = fields.date("expires");
+  if (const toml::node* e = fields.node("expires")) expires_where = context.at(*e);
+  if (!kind) {
+    if (fields.node("kind") == nullptr) fields.missing("kind", "one of the evidence kinds of SPEC §3");
+    return std::nullopt;
+  }
+  evidence.kind = *kind;
+  const bool named = *kind == EvidenceKind::RuntimeGuard || *kind == EvidenceKind::TestSuite ||
+                     *kind == EvidenceKind::SharedDefinition || *kind == EvidenceKind::FuzzOracle;
+  bool ok = true;
+  if (named && evidence.name.empty()) {
+    fields.missing("name", str(to_string(*kind), " evidence names the guard, suite or definition"));
+    ok = false;
+  }
+  if (*kind == EvidenceKind::TrustedBoundary && evidence.reason.empty()) {
+    fields.missing("reason", "a trusted boundary says why the code is trusted");
+    ok = false;
+  }
+  const auto misplaced = [&](std::string_view key, bool allowed) {
+    if (allowed || fields.node(key) == nullptr) return;
+    context.error(DiagCode::InvalidValue, context.at(*fields.node(key)),
+                  str("`", key, "` does not belong to ", to_string(*kind), " evidence"));
+    ok = false;
+  };
+  misplaced("name", named);
+  misplaced("reason", *kind == EvidenceKind::TrustedBoundary);
+  misplaced("owner", *kind == EvidenceKind::TrustedBoundary);
+  misplaced("expires", *kind == EvidenceKind::TrustedBoundary);
+  if (!ok) return std::nullopt;
+  return evidence;
+}
+
+std::optional<PartialContract> parse_contract(FileContext& context, const toml::node& node,
+                                              std::string_view field) {
+  const std::string what = str("contracts.", field);
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    context.error(DiagCode::WrongType, context.at(node),
+                  str("`", what, "` must be a table, got ", detail::type_name(node)));
+    return std::nullopt;
+  }
+  Fields fields(context, *table, what, {"claim", "op", "layout", "mode", "summary", "evidence", "provenance"});
+  PartialContract contract;
+  contract.where = fields.where();
+  contract.claim = fields.vocab<ClaimKind>("claim");
+  contract.op = fields.vocab<Op>("op");
+  if (auto layout = fields.vocab<Layout>("layout")) contract.layout = Located<Layout>{*layout, context.at(*fields.node("layout"))};
+  if (auto mode = fields.vocab<VjpMode>("mode")) contract.mode = Located<VjpMode>{*mode, context.at(*fields.node("mode"))};
+  contract.summary = fields.string("summary").value_or("");
+  if (const toml::node* evidence = fields.node("evidence")) {
+    contract.evidence_where = context.at(*evidence);
+    contract.evidence = parse_evidence(context, *evidence, contract.expires_where);
+  }
+  if (const toml::array* provenance = fields.array("provenance")) {
+    for (const toml::node& entry : *provenance) {
+      const auto* entry_table = entry.as_table();
+      if (entry_table == nullptr) {
+        context.error(DiagCode::WrongType, context.at(entry),
+                      str("each `provenance` entry must be a table { path, symbol, build_target }, got ",
+                          detail::type_name(entry)));
+        continue;
+      }
+      Fields ref(context, *entry_table, "provenance entry", {"path", "symbol", "build_target"});
+      Provenance item;
+      item.path = ref.string("path").value_or("");
+      item.symbol = ref.string("symbol").value_or("");
+      item.build_target = ref.string("build_target").value_or("");
+      if (item.path.empty()) ref.missing("path", "the file that holds the code");
+      if (item.symbol.empty()) ref.missing("symbol", "the symbol in that file");
+      contract.provenance.push_back(std::move(item));
+    }
+  }
+  return contract;
+}
+
+PartialCapsule parse_partial(FileContext& context, const toml::table& table, std::string what) {
+  Fields fields(context, table, std::move(what),
+                {"name", "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
+                 "reason", "owner", "expires", "contracts"});
+  PartialCapsule partial;
+  partial.where = fields.where();
+  partial.name = fields.string("name");
+  partial.summary = fields.string("summary");
+  partial.op = fields.vocab<Op>("op");
+  partial.provider = fields.vocab<Provider>("provider");
+  partial.device = fields.vocab<Device>("device");
+  partial.trust = fields.vocab<Trust>("trust");
+  partial.forward = fields.boolean("forward");
+  partial.vjp = fields.vocab<VjpMode>("vjp");
+  partial.reduction = fields.vocab<Reduction>("reduction");
+  partial.reason = fields.string("reason");
+  partial.owner = fields.string("owner");
+  if (auto expires = fields.date("expires")) partial.expires = Located<Date>{*expires, context.at(*fields.node("expires"))};
+  if (const toml::table* contracts = fields.table("contracts")) {
+    Fields contract_fields(context, *contracts, "contracts", {"shape", "layout", "value", "vjp"});
+    for (std::size_t i = 0; i < kContractKeys.size(); ++i) {
+      if (const toml::node* node = contract_fields.node(kContractKeys[i])) {
+        partial.contracts[i] = parse_contract(context, *node, kContractKeys[i]);
+      }
+    }
+  }
+  return partial;
+}
+
+template <class T>
+const std::optional<T>& pick(const std::optional<T>& own, const std::optional<T>& fallback) {
+  return own ? own : fallback;
+}
+
+std::string describe_misalignment(const Capsule& capsule, Obligation obligation, const Claim& claim) {
+  const std::string_view field = to_string(obligation);
+  if (obligation_of(claim.kind) != obligation) {
+    return str("capsule `", capsule.name, "` has a ", to_string(claim.kind), " claim in its ", field,
+               " contract; the ", field, " obligation of ", to_string(capsule.op), " needs ",
+               obligation == Obligation::Shape    ? "shape-safety"
+               : obligation == Obligation::Layout ? "layout-compatibility"
+               : obligation == Obligation::Value  ? "value-refinement"
+                                                  : "vjp-refinement or vjp-unavailable");
+  }
+  if (claim.op != capsule.op) {
+    return str("capsule `", capsule.name, "` implements `", to_string(capsule.op), "` but its ", field,
+               " contract claims op `", to_string(claim.op), "`");
+  }
+  if (claim.kind == ClaimKind::VjpUnavailable) {
+    return str("capsule `", capsule.name, "` declares vjp `", to_string(capsule.vjp),
+               "` but its vjp contract says vjp-unavailable; that claim is only for vjp = \"none\"");
+  }
+  if (capsule.vjp == VjpMode::None) {
+    return str("capsule `", capsule.name,
+               "` has vjp `none`, so its vjp contract must be vjp-unavailable, not a vjp-refinement claim");
+  }
+  return str("capsule `", capsule.name, "` declares vjp `", to_string(capsule.vjp),
+             "` but its vjp contract claims mode `", to_string(claim.mode), "`");
+}
+
+struct Finisher {
+  FileContext& context;
+  const LoadOptions& options;
+
+  void check_expiry(const std::optional<Date>& expires, const SourceLoc& where, const std::string& what) {
+    if (expires && *expires < options.today) {
+      context.report(Severity::Warning, DiagCode::ExpiredTrust, where,
+                     str(what, " expired on ", format_date(*expires), " (today is ", format_date(options.today),
+                         "); review the trust or extend `expires`"));
+    }
+  }
+
+  std::optional<Capsule> finish(const PartialCapsule& own, const PartialCapsule& defaults) {
+    bool ok = true;
+    const auto require = [&](const auto& value, std::string_view key, std::string_view expectation) {
+      if (value) return true;
+      context.error(DiagCode::MissingField, own.where,
+                    str("capsule", own.name ? str(" `", *own.name, "`") : std::string(), " is missing `", key,
+                        "` (", expectation, "; set it on the capsule or in [defaults])"));
+      ok = false;
+      return false;
+    };
+    const auto& name = own.name;
+    const auto& op = pick(own.op, defaults.op);
+    const auto& provider = pick(own.provider, defaults.provider);
+    const auto& device = pick(own.device, defaults.device);
+    const auto& trust = pick(own.trust, defaults.trust);
+    const auto& vjp = pick(own.vjp, defaults.vjp);
+    const auto& reduction = pick(own.reduction, defaults.reduction);
+    require(name, "name", "a unique capsule name");
+    require(op, "op", "one of the 56 ops");
+    require(provider, "provider", "who implements it");
+    require(device, "device", "where it runs");
+    require(trust, "trust", "checked or trusted-external");
+    require(vjp, "vjp", "who owns the local VJP");
+    require(reduction, "reduction", "the reduction order");
+    if (name && name->empty()) {
+      context.error(DiagCode::InvalidValue, own.where, "capsule `name` must not be empty");
+      ok = false;
+    }
+    std::array<const PartialContract*, 4> contracts{};
+    for (std::size_t i = 0; i < contracts.size(); ++i) {
+      const auto& chosen = own.contracts[i] ? own.contracts[i] : defaults.contracts[i];
+      if (chosen) contracts[i] = &*chosen;
+      else require(chosen, str("contracts.", kContractKeys[i]), "every capsule states all four contracts");
+    }
+    if (!ok) return std::nullopt;
+
+    Capsule capsule;
+    capsule.name = *name;
+    capsule.summary = pick(own.summary, defaults.summary).value_or("");
+    capsule.op = *op;
+    capsule.provider = *provider;
+    capsule.device = *device;
+    capsule.trust = *trust;
+    capsule.supports_forward = pick(own.forward, defaults.forward).value_or(true);
+    capsule.vjp = *vjp;
+    capsule.numerical.reduction = *reduction;
+    capsule.trust_record.reason = pick(own.reason, defaults.reason).value_or("");
+    capsule.trust_record.owner = pick(own.owner, defaults.owner).value_or("");
+    const auto& expires = own.expires ? own.expires : defaults.expires;
+    if (expires) capsule.trust_record.expires = expires->value;
+    capsule.where = own.where;
+
+    if (capsule.trust == Trust::TrustedExternal) {
+      if (capsule.trust_record.reason.empty()) {
+        context.error(DiagCode::MissingField, own.where,
+                      str("trusted-external capsule `", capsule.name,
+                          "` is missing `reason` (say why its code is trusted)"));
+        ok = false;
+      }
+      if (expires) check_expiry(expires->value, expires->where, str("trust in capsule `", capsule.name, "`"));
+    }
+
+    for (const Obligation obligation : all_values<Obligation>()) {
+      const PartialContract& partial = *contracts[static_cast<std::size_t>(obligation)];
+      const std::string field = str("contracts.", to_string(obligation));
+      ContractDescriptor& descriptor = capsule.contract(obligation);
+      if (!partial.claim || !partial.evidence) {
+        // Missing pieces: report them unless the parse already reported a bad value there.
+        if (!partial.claim) {
+          context.error(DiagCode::MissingField, partial.where,
+                        str("`", field, "` of capsule `", capsule.name, "` is missing `claim`"));
+        }
+        if (!partial.evidence && partial.evidence_where.line == 0) {
+          context.error(DiagCode::MissingField, partial.where,
+                        str("`", field, "` of capsule `", capsule.name,
+                            "` is missing `evidence` (every claim states what stands behind it)"));
+        }
+        ok = false;
+        continue;
+      }
+      descriptor.claim.kind = *partial.claim;
+      descriptor.claim.op = partial.op.value_or(capsule.op);
+      descriptor.summary = partial.summary;
+      descriptor.evidence = *partial.evidence;
+      descriptor.provenance = partial.provenance;
+      if (descriptor.claim.kind == ClaimKind::LayoutCompatibility) {
+        if (!partial.layout) {
+          context.error(DiagCode::MissingField, partial.where,
+                        str("`", field, "` of capsule `", capsule.name,
+                            "` is missing `layout` (a layout-compatibility claim names its layout)"));
+          ok = false;
+        } else {
+          descriptor.claim.layout = partial.layout->value;
+        }
+      } else if (partial.layout) {
+        context.error(DiagCode::InvalidValue, partial.layout->where,
+                      str("`layout` belongs only to a layout-compatibility claim, not ",
+                          to_string(descriptor.claim.kind)));
+        ok = false;
+      }
+      if (descriptor.claim.kind == ClaimKind::VjpRefinement) {
+        if (!partial.mode) {
+          context.error(DiagCode::MissingField, partial.where,
+                        str("`", field, "` of capsule `", capsule.name,
+                            "` is missing `mode` (a vjp-refinement claim names its VJP mode)"));
+          ok = false;
+        } else {
+          descriptor.claim.mode = partial.mode->value;
+        }
+      } else if (partial.mode) {
+        context.error(DiagCode::InvalidValue, partial.mode->where,
+                      str("`mode` belongs only to a vjp-refinement claim, not ", to_string(descriptor.claim.kind)));
+        ok = false;
+      }
+      if (!ok) continue;
+      if (!matches_obligation(capsule.op, capsule.vjp, obligation, descriptor.claim)) {
+        context.error(DiagCode::MisalignedContract, partial.where,
+                      describe_misalignment(capsule, obligation, descriptor.claim),
+                      {}, {"alignment rule: SPEC §4 / TorchLean contractsAligned (§3.1)"});
+        ok = false;
+      }
+      if (descriptor.evidence.kind == EvidenceKind::TrustedBoundary) {
+        check_expiry(descriptor.evidence.expires, partial.expires_where,
+                     str("trusted boundary of `", capsule.name, "` ", to_string(obligation)));
+      }
+    }
+    if (!ok) return std::nullopt;
+    return capsule;
+  }
+};
+
+}  // namespace
+
+std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::string& path,
+                                           const LoadOptions& options, Diagnostics& out) {
+  auto root = detail::parse_toml(text, path, out);
+  if (!root) return std::nullopt;
+  FileContext context(path, out);
+  Fields top(context, *root, "catalog", {"schema", "module", "defaults", "capsule"});
+  detail::check_schema(context, top);
+
+  CapsuleModule module;
+  module.source.path = path;
+  if (auto name = top.string("module")) {
+    module.name = *name;
+    module.where = context.at(*top.node("module"));
+    if (name->empty()) context.error(DiagCode::InvalidValue, module.where, "`module` must not be empty");
+  } else if (top.node("module") == nullptr) {
+    top.missing("module", "the capsule module name, unique across everything loaded");
+  }
+
+  PartialCapsule defaults;
+  if (const toml::table* table = top.table("defaults")) defaults = parse_partial(context, *table, "[defaults]");
+
+  const toml::array* capsules = top.array("capsule");
+  if (capsules == nullptr && top.node("capsule") == nullptr) {
+    top.missing("capsule", "at least one [[capsule]] table");
+  }
+  using Identity = std::tuple<std::string, Op, Provider, Device>;
+  std::map<Identity, SourceLoc> seen;
+  Finisher finisher{context, options};
+  if (capsules != nullptr) {
+    module.capsules.reserve(capsules->size());
+    for (const toml::node& entry : *capsules) {
+      const auto* table = entry.as_table();
+      if (table == nullptr) {
+        context.error(DiagCode::WrongType, context.at(entry),
+                      str("each `capsule` entry must be a [[capsule]] table, got ", detail::type_name(entry)));
+        continue;
+      }
+      auto capsule = finisher.finish(parse_partial(context, *table, "[[capsule]]"), defaults);
+      if (!capsule) continue;
+      auto [it, inserted] = seen.emplace(Identity{capsule->name, capsule->op, capsule->provider, capsule->device},
+                                         capsule->where);
+      if (!inserted) {
+        context.error(DiagCode::DuplicateIdentity, capsule->where,
+                      str("duplicate backend capsule identity `", capsule->name, "`"), {},
+                      {str("first declared at ", it->second.file, ":", it->second.line, ":", it->second.column)});
+        continue;
+      }
+      module.capsules.push_back(std::move(*capsule));
+    }
+  }
+  if (context.failed()) return std::nullopt;
+  return module;
+}
+
+std::optional<CapsuleModule> load_catalog(const std::filesystem::path& file, const LoadOptions& options,
+                                          Diagnostics& out) {
+  const std::string path = file.string();
+  auto contents = detail::read_file(path, out);
+  if (!contents) return std::nullopt;
+  auto module = parse_catalog(contents->text, path, options, out);
+  if (module) module->source.sha256 = contents->sha256;
+  return module;
+}
+
+}  // namespace capsule

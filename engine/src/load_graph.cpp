@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+// Graph loader (SPEC §5b) and the IR op mapping of §5.1.
+#include <algorithm>
+#include <unordered_set>
+
+#include "capsule/load.hpp"
+#include "toml_reader.hpp"
+
+namespace capsule {
+namespace {
+
+struct IrAlias {
+  std::string_view kind;
+  Op op;
+};
+// TorchLean's IR spellings that differ from the op names (§5.1).
+constexpr std::array<IrAlias, 9> kIrAliases{{{"mul_elem", Op::Mul},
+                                              {"max_elem", Op::Max},
+                                              {"min_elem", Op::Min},
+                                              {"transpose", Op::Permute},
+                                              {"broadcast_to", Op::Broadcast},
+                                              {"flatten", Op::Reshape},
+                                              {"sum", Op::ReduceSum},
+                                              {"layernorm", Op::LayerNorm},
+                                              {"batch_norm_eval", Op::BatchNorm}}};
+constexpr std::array<std::string_view, 3> kNoKernelKinds{"input", "const", "detach"};
+
+std::vector<std::string_view> all_kind_names() {
+  std::vector<std::string_view> names(kNoKernelKinds.begin(), kNoKernelKinds.end());
+  for (const IrAlias& alias : kIrAliases) names.push_back(alias.kind);
+  for (const auto& entry : VocabTable<Op>::entries) names.push_back(entry.second);
+  return names;
+}
+
+}  // namespace
+
+std::optional<Op> ir_node_op(std::string_view kind, bool& known) {
+  known = true;
+  for (const std::string_view none : kNoKernelKinds) {
+    if (kind == none) return std::nullopt;
+  }
+  for (const IrAlias& alias : kIrAliases) {
+    if (kind == alias.kind) return alias.op;
+  }
+  if (auto op = parse<Op>(kind)) return *op;
+  known = false;
+  return std::nullopt;
+}
+
+Diagnostics check_well_formed(const Graph& graph) {
+  Diagnostics out;
+  std::unordered_set<std::uint32_t> earlier;
+  earlier.reserve(graph.nodes.size());
+  for (const GraphNode& node : graph.nodes) {
+    for (const std::uint32_t input : node.inputs) {
+      if (!earlier.count(input)) {
+        out.push_back(Diagnostic{Severity::Error, DiagCode::InvalidGraph, node.where,
+                                 str("node ", node.id, " takes input ", input, ", which is not an earlier node"),
+                                 {}, "inputs must name nodes declared before this one"});
+      }
+    }
+    if (!earlier.insert(node.id).second) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::InvalidGraph, node.where,
+                               str("duplicate node id ", node.id), {}, "node ids must be unique"});
+    }
+  }
+  return out;
+}
+
+std::optional<Graph> parse_graph(std::string_view text, const std::string& path, Diagnostics& out) {
+  auto root = detail::parse_toml(text, path, out);
+  if (!root) return std::nullopt;
+  detail::FileContext context(path, out);
+  detail::Fields top(context, *root, "graph", {"schema", "name", "node"});
+  detail::check_schema(context, top);
+  Graph graph;
+  graph.source.path = path;
+  graph.name = top.string("name").value_or("");
+  const toml::array* nodes = top.array("node");
+  if (nodes == nullptr && top.node("node") == nullptr) top.missing("node", "at least one [[node]] table");
+  const std::vector<std::string_view> kinds = all_kind_names();
+  if (nodes != nullptr) {
+    graph.nodes.reserve(nodes->size());
+    for (const toml::node& entry : *nodes) {
+      const auto* table = entry.as_table();
+      if (table == nullptr) {
+        context.error(DiagCode::WrongType, context.at(entry),
+                      str("each `node` entry must be a [[node]] table, got ", detail::type_name(entry)));
+        continue;
+      }
+      GraphNode node;
+      node.where = context.at(*table);
+      bool ok = true;
+      const toml::node* id = table->get("id");
+      if (id == nullptr || id->as_integer() == nullptr || id->as_integer()->get() < 0 ||
+          id->as_integer()->get() > std::int64_t{0xffffffff}) {
+        context.error(id == nullptr ? DiagCode::MissingField : DiagCode::WrongType,
+                      id == nullptr ? node.where : context.at(*id),
+                      id == nullptr ? std::string("node is missing `id` (a non-negative integer)")
+                                    : str("node `id` must be a non-negative integer, got ", detail::render_value(*id)));
+        ok = false;
+      } else {
+        node.id = static_cast<std::uint32_t>(id->as_integer()->get());
+      }
+      const toml::node* kind = table->get("kind");
+      if (kind == nullptr || kind->as_string() == nullptr) {
+        context.error(kind == nullptr ? DiagCode::MissingField : DiagCode::WrongType,
+                      kind == nullptr ? node.where : context.at(*kind),
+                      "node `kind` must be a string: input, const, detach, an op or an IR spelling");
+        ok = false;
+      } else {
+        node.kind = kind->as_string()->get();
+        bool known = false;
+        node.op = ir_node_op(node.kind, known);
+        if (!known) {
+          const std::string nearest = nearest_name(node.kind, kinds);
+          context.error(DiagCode::UnknownSpelling, context.at(*kind),
+                        str("unknown node kind `", node.kind, "` (expected input, const, detach, an op of SPEC §3, or an IR spelling of §5.1)"),
+                        nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
+          ok = false;
+        }
+      }
+      if (const toml::node* inputs = table->get("inputs")) {
+        const auto* list = inputs->as_array();
+        if (list == nullptr) {
+          context.error(DiagCode::WrongType, context.at(*inputs), "node `inputs` must be an array of node ids");
+          ok = false;
+        } else {
+          for (const toml::node& input : *list) {
+            const auto* number = input.as_integer();
+            if (number == nullptr || number->get() < 0 || number->get() > std::int64_t{0xffffffff}) {
+              context.error(DiagCode::WrongType, context.at(input),
+                            str("node inputs must be non-negative integer ids, got ", detail::render_value(input)));
+              ok = false;
+            } else {
+              node.inputs.push_back(static_cast<std::uint32_t>(number->get()));
+            }
+          }
+        }
+      }
+      // toml++ keeps keys sorted; payload is printed in file order, so sort by position.
+      std::vector<std::pair<const toml::key*, const toml::node*>> extra;
+      for (auto&& [key, value] : *table) {
+        if (key.str() == "id" || key.str() == "kind" || key.str() == "inputs") continue;
+        extra.emplace_back(&key, &value);
+      }
+      std::sort(extra.begin(), extra.end(), [](const auto& a, const auto& b) {
+        const auto& x = a.first->source().begin;
+        const auto& y = b.first->source().begin;
+        return x.line != y.line ? x.line < y.line : x.column < y.column;
+      });
+      for (const auto& [key, value] : extra) {
+        node.payload.emplace_back(std::string(key->str()), detail::render_value(*value));
+      }
+      if (ok) graph.nodes.push_back(std::move(node));
+    }
+  }
+  for (Diagnostic& d : check_well_formed(graph)) {
+    context.error(d.code, d.where, d.message, d.help);
+  }
+  if (context.failed()) return std::nullopt;
+  return graph;
+}
+
+std::optional<Graph> load_graph(const std::filesystem::path& file, Diagnostics& out) {
+  const std::string path = file.string();
+  auto contents = detail::read_file(path, out);
+  if (!contents) return std::nullopt;
+  auto graph = parse_graph(contents->text, path, out);
+  if (graph) graph->source.sha256 = contents->sha256;
+  return graph;
+}
+
+}  // namespace capsule

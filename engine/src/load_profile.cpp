@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+// Profile loader (SPEC §5). Defaults follow TorchLean's KernelPolicy (provider auto, assurance
+// checked, vjp torchlean-tape, coalesced lowering); availability is never defaulted, because a
+// profile that forgot to declare its devices would silently plan nothing.
+#include "capsule/load.hpp"
+#include "toml_reader.hpp"
+
+namespace capsule {
+namespace {
+
+using detail::Fields;
+using detail::FileContext;
+
+template <class E>
+std::optional<EnumSet<E>> parse_set(FileContext& context, Fields& fields, std::string_view key) {
+  const toml::array* items = fields.array(key);
+  if (items == nullptr) return std::nullopt;
+  EnumSet<E> set;
+  bool ok = true;
+  for (const toml::node& item : *items) {
+    if (auto value = detail::vocab_value<E>(context, item, key)) set.insert(*value);
+    else ok = false;
+  }
+  if (!ok) return std::nullopt;
+  return set;
+}
+
+std::optional<ProviderPreference> parse_preference(FileContext& context, const toml::node& node) {
+  if (const auto* text = node.as_string()) {
+    if (text->get() == "auto") return ProviderPreference::automatic();
+    context.error(DiagCode::UnknownSpelling, context.at(node),
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_value(node)),
+                  "write { prefer = \"" + text->get() + "\" } or { only = \"" + text->get() + "\" }");
+    return std::nullopt;
+  }
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    context.error(DiagCode::WrongType, context.at(node),
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::type_name(node)));
+    return std::nullopt;
+  }
+  Fields fields(context, *table, "provider preference", {"prefer", "only"});
+  const bool has_prefer = fields.node("prefer") != nullptr;
+  const bool has_only = fields.node("only") != nullptr;
+  if (has_prefer == has_only) {
+    context.error(DiagCode::InvalidValue, context.at(node),
+                  "`provider` table needs exactly one of `prefer` or `only`");
+    return std::nullopt;
+  }
+  const auto provider = fields.vocab<Provider>(has_prefer ? "prefer" : "only");
+  if (!provider) return std::nullopt;
+  return has_prefer ? ProviderPreference::prefer(*provider) : ProviderPreference::only(*provider);
+}
+
+std::optional<AssurancePolicy> parse_assurance(FileContext& context, const toml::node& node) {
+  if (const auto* text = node.as_string()) {
+    if (text->get() == "checked") return AssurancePolicy::checked();
+    if (text->get() == "external") return AssurancePolicy::external();
+    const std::string nearest = nearest_name(text->get(), {"checked", "external"});
+    context.error(DiagCode::UnknownSpelling, context.at(node),
+                  str("unknown assurance `", text->get(),
+                      "` (expected \"checked\", \"external\" or { trust = [...], evidence = [...] })"),
+                  nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
+    return std::nullopt;
+  }
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    context.error(DiagCode::WrongType, context.at(node),
+                  str("`assurance` must be \"checked\", \"external\" or a table, got ", detail::type_name(node)));
+    return std::nullopt;
+  }
+  Fields fields(context, *table, "assurance", {"trust", "evidence"});
+  auto trust = parse_set<Trust>(context, fields, "trust");
+  auto evidence = parse_set<EvidenceKind>(context, fields, "evidence");
+  if (fields.node("trust") == nullptr) fields.missing("trust", "the trust levels this profile admits");
+  if (fields.node("evidence") == nullptr) fields.missing("evidence", "the evidence kinds this profile admits");
+  if (!trust || !evidence) return std::nullopt;
+  return AssurancePolicy{*trust, *evidence};
+}
+
+std::optional<Target> parse_target(FileContext& context, const toml::table& table) {
+  Fields fields(context, table, "[target]", {"os", "arch", "accelerator", "features"});
+  Target target;
+  bool ok = true;
+  const auto read = [&](auto& slot, std::string_view key) {
+    using E = std::decay_t<decltype(slot)>;
+    if (fields.node(key) == nullptr) return;
+    if (auto value = fields.vocab<E>(key)) slot = *value;
+    else ok = false;
+  };
+  read(target.os, "os");
+  read(target.arch, "arch");
+  read(target.accelerator, "accelerator");
+  if (const toml::array* features = fields.array("features")) {
+    for (const toml::node& item : *features) {
+      if (auto feature = detail::vocab_value<BuildFeature>(context, item, "features")) target.features.push_back(*feature);
+      else ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return target;
+}
+
+}  // namespace
+
+std::optional<Profile> parse_profile(std::string_view text, const std::string& path, const LoadOptions&,
+                                     Diagnostics& out) {
+  auto root = detail::parse_toml(text, path, out);
+  if (!root) return std::nullopt;
+  FileContext context(path, out);
+  Fields top(context, *root, "profile",
+             {"schema", "name", "summary", "device", "provider", "assurance", "vjp", "lowering", "modules",
+              "availability", "target", "with_catalogs"});
+  detail::check_schema(context, top);
+
+  Profile profile;
+  profile.source.path = path;
+  profile.where = top.where();
+  if (auto name = top.string("name")) {
+    profile.name = *name;
+    profile.where = context.at(*top.node("name"));
+    if (name->empty()) context.error(DiagCode::InvalidValue, profile.where, "profile `name` must not be empty");
+  } else if (top.node("name") == nullptr) {
+    top.missing("name", "the name used with --profile");
+  }
+  profile.summary = top.string("summary").value_or("");
+  if (auto device = top.vocab<Device>("device")) profile.policy.device = *device;
+  else if (top.node("device") == nullptr) top.missing("device", "the device this profile plans for");
+  if (const toml::node* provider = top.node("provider")) {
+    if (auto preference = parse_preference(context, *provider)) profile.policy.provider = *preference;
+  }
+  if (const toml::node* assurance = top.node("assurance")) {
+    if (auto policy = parse_assurance(context, *assurance)) profile.policy.assurance = *policy;
+  }
+  if (auto vjp = top.vocab<VjpMode>("vjp")) profile.policy.vjp = *vjp;
+  if (auto lowering = top.vocab<Lowering>("lowering")) profile.lowering = *lowering;
+
+  if (const toml::array* modules = top.array("modules")) {
+    for (const toml::node& item : *modules) {
+      if (const auto* name = item.as_string()) {
+        profile.module_names.push_back(name->get());
+        profile.module_name_locs.push_back(context.at(item));
+      } else {
+        context.error(DiagCode::WrongType, context.at(item),
+                      str("`modules` entries must be module names (strings), got ", detail::type_name(item)));
+      }
+    }
+    if (modules->empty()) context.error(DiagCode::InvalidValue, context.at(*modules), "`modules` must not be empty");
+  } else if (top.node("modules") == nullptr) {
+    top.missing("modules", "the capsule modules in catalog order");
+  }
+
+  const toml::table* availability = top.table("availability");
+  const toml::table* target = top.table("target");
+  if (availability != nullptr && target != nullptr) {
+    context.error(DiagCode::InvalidValue, context.at(*target),
+                  "a profile declares either [availability] or [target], not both");
+  } else if (availability != nullptr) {
+    Fields fields(context, *availability, "[availability]", {"devices", "providers"});
+    if (auto devices = parse_set<Device>(context, fields, "devices")) profile.availability.devices = *devices;
+    else if (fields.node("devices") == nullptr) fields.missing("devices", "the devices this profile may use");
+    if (auto providers = parse_set<Provider>(context, fields, "providers")) profile.availability.providers = *providers;
+    else if (fields.node("providers") == nullptr) fields.missing("providers", "the providers this profile may use");
+  } else if (target != nullptr) {
+    if (auto parsed = parse_target(context, *target)) {
+      profile.availability = parsed->declared_availability();
+      profile.target = std::move(*parsed);
+    }
+  } else if (top.node("availability") == nullptr && top.node("target") == nullptr) {
+    top.missing("availability", "declare [availability] devices and providers, or a [target]");
+  }
+
+  if (const toml::array* extra = top.array("with_catalogs")) {
+    for (const toml::node& item : *extra) {
+      if (const auto* file = item.as_string()) profile.with_catalogs.emplace_back(file->get(), context.at(item));
+      else context.error(DiagCode::WrongType, context.at(item),
+                         str("`with_catalogs` entries must be catalog file paths, got ", detail::type_name(item)));
+    }
+  }
+  if (context.failed()) return std::nullopt;
+  return profile;
+}
+
+std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options, Diagnostics& out) {
+  const std::string path = file.string();
+  auto contents = detail::read_file(path, out);
+  if (!contents) return std::nullopt;
+  auto profile = parse_profile(contents->text, path, options, out);
+  if (!profile) return std::nullopt;
+  profile->source.sha256 = contents->sha256;
+  bool ok = true;
+  for (const auto& [relative, where] : profile->with_catalogs) {
+    const std::filesystem::path catalog = file.parent_path() / relative;
+    Diagnostics local;
+    auto module = load_catalog(catalog, options, local);
+    for (Diagnostic& d : local) {
+      if (d.code == DiagCode::IoError) {
+        d.where = where;
+        d.message = str("cannot read catalog `", catalog.string(), "` named in `with_catalogs`");
+      }
+      if (d.severity == Severity::Error) ok = false;
+      out.push_back(std::move(d));
+    }
+    if (module) profile->with_modules.push_back(std::make_shared<const CapsuleModule>(std::move(*module)));
+  }
+  if (!ok) return std::nullopt;
+  return profile;
+}
+
+}  // namespace capsule

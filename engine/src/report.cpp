@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "capsule/report.hpp"
+
+#include <map>
+
+#include "capsule/json.hpp"
+#include "capsule/text.hpp"
+
+namespace capsule {
+namespace {
+
+void write_evidence(JsonWriter& json, const Evidence& evidence) {
+  json.key("evidence").begin_object().field("kind", to_string(evidence.kind));
+  if (evidence.kind == EvidenceKind::TrustedBoundary) {
+    json.field("reason", evidence.reason);
+    if (!evidence.owner.empty()) json.field("owner", evidence.owner);
+    if (evidence.expires) json.field("expires", format_date(*evidence.expires));
+  } else if (evidence.kind != EvidenceKind::NotApplicable) {
+    json.field("name", evidence.name);
+  }
+  json.field("label", evidence_label(evidence)).end_object();
+}
+
+void write_kernel(JsonWriter& json, Op op, const Capsule& c, const std::vector<std::uint32_t>* node_ids) {
+  json.begin_object()
+      .field("op", to_string(op))
+      .field("capsule", c.name)
+      .field("provider", to_string(c.provider))
+      .field("device", to_string(c.device))
+      .field("trust", to_string(c.trust))
+      .field("vjp", to_string(c.vjp))
+      .field("reduction", to_string(c.numerical.reduction));
+  json.key("contracts").begin_object();
+  for (const Obligation obligation : all_values<Obligation>()) {
+    const ContractDescriptor& d = c.contract(obligation);
+    json.key(to_string(obligation)).begin_object().field("claim", to_string(d.claim.kind)).field("label", claim_label(d.claim));
+    write_evidence(json, d.evidence);
+    json.end_object();
+  }
+  json.end_object();
+  if (node_ids != nullptr) {
+    json.key("node_ids").begin_array();
+    for (const std::uint32_t id : *node_ids) json.value(static_cast<std::int64_t>(id));
+    json.end_array();
+  }
+  json.end_object();
+}
+
+void write_profile(JsonWriter& json, const Profile& profile) {
+  json.key("profile")
+      .begin_object()
+      .field("name", profile.name)
+      .field("device", to_string(profile.policy.device))
+      .field("assurance", profile.policy.assurance.label())
+      .field("vjp", to_string(profile.policy.vjp))
+      .field("provider", profile.policy.provider.label())
+      .field("lowering", to_string(profile.lowering))
+      .field("path", profile.source.path)
+      .field("sha256", profile.source.sha256)
+      .end_object();
+}
+
+void write_catalogs(JsonWriter& json, std::span<const SourceFile> sources) {
+  json.key("catalogs").begin_array();
+  // sources[0] is the profile file, reported inside "profile".
+  for (std::size_t i = 1; i < sources.size(); ++i) {
+    json.begin_object().field("path", sources[i].path).field("sha256", sources[i].sha256).end_object();
+  }
+  json.end_array();
+}
+
+void write_trusted_ops(JsonWriter& json, std::span<const PlannedKernel> kernels) {
+  json.key("trusted_external_ops").begin_array();
+  for (const Op op : trusted_external_ops(kernels)) json.value(to_string(op));
+  json.end_array();
+}
+
+std::string dot_escape(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string markdown_sources(std::span<const SourceFile> sources) {
+  std::string out = "\n**Sources**\n\n| file | sha256 |\n|---|---|\n";
+  for (const SourceFile& s : sources) out += str("| `", markdown_cell(s.path), "` | `", s.sha256, "` |\n");
+  return out;
+}
+
+std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
+                                  const std::vector<std::vector<std::uint32_t>>* node_ids) {
+  std::string out = node_ids != nullptr ? "| nodes | op | capsule | provider | trust | vjp | reduction | value evidence |\n|---|---|---|---|---|---|---|---|\n"
+                                        : "| op | capsule | provider | trust | vjp | reduction | value evidence |\n|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const Capsule& c = *kernels[i].capsule;
+    if (node_ids != nullptr) {
+      std::vector<std::string> ids;
+      for (const std::uint32_t id : (*node_ids)[i]) ids.push_back(std::to_string(id));
+      out += str("| ", join(ids, ", "), " ");
+    }
+    const std::string trust = c.trust == Trust::TrustedExternal ? "**trusted-external**" : "checked";
+    out += str("| ", to_string(kernels[i].op), " | `", c.name, "` | ", to_string(c.provider), " | ", trust, " | ",
+               to_string(c.vjp), " | ", to_string(c.numerical.reduction), " | ",
+               markdown_cell(evidence_label(c.contract(Obligation::Value).evidence)), " |\n");
+  }
+  return out;
+}
+
+std::string markdown_contracts(std::span<const PlannedKernel> kernels) {
+  std::string out = "\n<details><summary>Contracts</summary>\n\n```text\n";
+  for (const PlannedKernel& k : kernels) {
+    for (const std::string& line : detailed_lines(k)) out += line + "\n";
+  }
+  return out + "```\n\n</details>\n";
+}
+
+std::string boundary_markdown(std::span<const PlannedKernel> kernels) {
+  const std::vector<Op> ops = trusted_external_ops(kernels);
+  if (ops.empty()) return "**Trusted external boundary:** none\n";
+  std::vector<std::string> names;
+  for (const Op op : ops) names.push_back(str("`", to_string(op), "`"));
+  return str("**Trusted external boundary:** ", join(names, ", "), "\n");
+}
+
+}  // namespace
+
+std::string profile_summary(const Profile& profile) {
+  return str("profile=", profile.name, " device=", to_string(profile.policy.device),
+             " assurance=", profile.policy.assurance.label(), " vjp=", to_string(profile.policy.vjp));
+}
+
+std::string boundary_line(std::span<const PlannedKernel> kernels) {
+  const std::vector<Op> ops = trusted_external_ops(kernels);
+  if (ops.empty()) return "trusted external boundary: none";
+  std::vector<std::string> names;
+  for (const Op op : ops) names.emplace_back(to_string(op));
+  return "trusted external boundary: " + join(names, ", ");
+}
+
+std::vector<std::string> detailed_lines(const PlannedKernel& kernel) {
+  const Capsule& c = *kernel.capsule;
+  std::vector<std::string> lines;
+  lines.push_back(str("  ", to_string(kernel.op), ": ", c.name, " provider=", to_string(c.provider),
+                      " trust=", to_string(c.trust), " vjp=", to_string(c.vjp),
+                      " reduction=", to_string(c.numerical.reduction)));
+  for (const Obligation obligation : all_values<Obligation>()) {
+    const ContractDescriptor& d = c.contract(obligation);
+    lines.push_back(str("    ", to_string(obligation), ": ", claim_label(d.claim), "; ", evidence_label(d.evidence)));
+  }
+  return lines;
+}
+
+std::vector<std::string> plan_rows(const PlannedKernel& kernel) {
+  const Capsule& c = *kernel.capsule;
+  return {str(to_string(kernel.op), " -> ", c.name),
+          str("  provider ", to_string(c.provider), ", trust ", to_string(c.trust)),
+          str("  reduction ", to_string(c.numerical.reduction)),
+          str("  value: ", evidence_label(c.contract(Obligation::Value).evidence))};
+}
+
+std::string group_line(const KernelGroup& group) {
+  std::vector<std::string> ids;
+  for (const std::uint32_t id : group.node_ids) ids.push_back(std::to_string(id));
+  return str("  #[", join(ids, ", "), "] ", to_string(group.op), " ", group.capsule->name);
+}
+
+std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel) {
+  const GraphNode& node = graph.nodes[kernel.node_index];
+  std::string out = str("  ", node.id, " ", node.kind);
+  for (const auto& [key, value] : node.payload) out += str(" ", key, "=", value);
+  return out + " -> " + kernel.capsule->name;
+}
+
+std::string sources_block(std::span<const SourceFile> sources) {
+  std::string out = "sources:";
+  for (const SourceFile& s : sources) out += str("\n  ", s.path, " sha256 ", s.sha256);
+  return out;
+}
+
+std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format) {
+  const Profile& profile = *resolved.profile;
+  std::span<const PlannedKernel> kernels = plan.kernels;
+  switch (format) {
+    case ReportFormat::Json: {
+      JsonWriter json;
+      json.begin_object();
+      write_profile(json, profile);
+      json.key("kernels").begin_array();
+      for (const PlannedKernel& k : kernels) write_kernel(json, k.op, *k.capsule, nullptr);
+      json.end_array();
+      write_trusted_ops(json, kernels);
+      write_catalogs(json, resolved.sources);
+      json.end_object();
+      return json.str() + "\n";
+    }
+    case ReportFormat::Markdown: {
+      std::string out = str("### Kernel plan under `", profile.name, "`\n\n`", profile_summary(profile), "`\n\n");
+      out += boundary_markdown(kernels) + "\n";
+      out += markdown_kernel_table(kernels, nullptr);
+      out += markdown_contracts(kernels);
+      return out + markdown_sources(resolved.sources);
+    }
+    case ReportFormat::Text:
+    case ReportFormat::Dot: {  // DOT draws graphs; the CLI rejects it for op lists before we get here
+      std::string out = profile_summary(profile) + "\n" + boundary_line(kernels);
+      for (const PlannedKernel& k : kernels) {
+        for (const std::string& line : detailed_lines(k)) out += "\n" + line;
+      }
+      return out + "\n" + sources_block(resolved.sources) + "\n";
+    }
+  }
+  return {};
+}
+
+std::string graph_report(const GraphReportInput& input, ReportFormat format) {
+  const Profile& profile = *input.resolved.profile;
+  const std::vector<PlannedKernel> group_plan = group_kernels(input.groups);
+  std::vector<SourceFile> sources = input.resolved.sources;
+  if (!input.graph.source.path.empty()) sources.push_back(input.graph.source);
+  switch (format) {
+    case ReportFormat::Text: {
+      std::string out = profile_summary(profile) + "\n" + boundary_line(group_plan) + "\n";
+      out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "\n");
+      for (const PlannedNodeKernel& k : input.plan.kernels) out += node_line(input.graph, k) + "\n";
+      out += str("kernels ", input.plan.kernels.size(), ", groups ", input.groups.size(), "\n");
+      for (const KernelGroup& g : input.groups) out += group_line(g) + "\n";
+      return out + sources_block(sources) + "\n";
+    }
+    case ReportFormat::Json: {
+      JsonWriter json;
+      json.begin_object();
+      write_profile(json, profile);
+      json.key("graph")
+          .begin_object()
+          .field("name", input.graph.name)
+          .field("path", input.graph.source.path)
+          .field("sha256", input.graph.source.sha256)
+          .field("nodes", static_cast<std::int64_t>(input.plan.node_count))
+          .field("planned", static_cast<std::int64_t>(input.plan.kernels.size()))
+          .end_object();
+      json.key("nodes").begin_array();
+      for (const PlannedNodeKernel& k : input.plan.kernels) {
+        const GraphNode& node = input.graph.nodes[k.node_index];
+        json.begin_object().field("id", static_cast<std::int64_t>(node.id)).field("kind", node.kind);
+        json.key("payload").begin_object();
+        for (const auto& [key, value] : node.payload) json.field(key, value);
+        json.end_object().field("op", to_string(k.op)).field("capsule", k.capsule->name).end_object();
+      }
+      json.end_array();
+      json.key("kernels").begin_array();
+      for (const KernelGroup& g : input.groups) write_kernel(json, g.op, *g.capsule, &g.node_ids);
+      json.end_array();
+      write_trusted_ops(json, group_plan);
+      json.key("catalogs").begin_array();
+      for (std::size_t i = 1; i < input.resolved.sources.size(); ++i) {
+        json.begin_object().field("path", input.resolved.sources[i].path).field("sha256", input.resolved.sources[i].sha256).end_object();
+      }
+      json.end_array();
+      json.end_object();
+      return json.str() + "\n";
+    }
+    case ReportFormat::Markdown: {
+      std::string out = str("### Graph plan `", input.graph.name, "` under `", profile.name, "`\n\n`",
+                            profile_summary(profile), "`\n\n");
+      out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "; kernels ",
+                 input.plan.kernels.size(), ", groups ", input.groups.size(), "\n\n");
+      out += boundary_markdown(group_plan) + "\n";
+      std::vector<std::vector<std::uint32_t>> ids;
+      for (const KernelGroup& g : input.groups) ids.push_back(g.node_ids);
+      out += markdown_kernel_table(group_plan, &ids);
+      out += markdown_contracts(group_plan);
+      return out + markdown_sources(sources);
+    }
+    case ReportFormat::Dot: {
+      // One colour per provider so a reader sees at a glance which code computes each node;
+      // trusted-external capsules get a red double border (the trust boundary).
+      static const std::map<Provider, std::string_view> kColours{
+          {Provider::Reference, "#cfe8cf"}, {Provider::Torchlean, "#cfdcf5"}, {Provider::NativeCuda, "#f5e3b8"},
+          {Provider::Libtorch, "#f2c7c7"},  {Provider::External, "#e0c8f0"}};
+      std::map<std::uint32_t, const PlannedNodeKernel*> planned;
+      for (const PlannedNodeKernel& k : input.plan.kernels) planned[k.node_id] = &k;
+      std::string out = str("digraph ", json_escape(input.graph.name.empty() ? "graph" : input.graph.name), " {\n");
+      out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
+      out += str("  label=", json_escape(profile_summary(profile)), ";\n  labelloc=t;\n");
+      for (const GraphNode& node : input.graph.nodes) {
+        const auto it = planned.find(node.id);
+        if (it == planned.end()) {
+          out += str("  n", node.id, " [label=", json_escape(str(node.id, " ", node.kind)),
+                     ", shape=ellipse, fillcolor=\"#eeeeee\"];\n");
+          continue;
+        }
+        const Capsule& c = *it->second->capsule;
+        const auto colour = kColours.find(c.provider);
+        std::string attributes = str("fillcolor=\"", colour == kColours.end() ? "#ffffff" : colour->second, "\"");
+        std::string label = str(dot_escape(str(node.id, " ", node.kind)), "\\n", dot_escape(c.name), "\\n",
+                                to_string(c.provider), " / ", to_string(c.trust));
+        if (c.trust == Trust::TrustedExternal) {
+          attributes += ", color=\"#c00000\", penwidth=2, peripheries=2";
+          label += "\\ntrusted external boundary";
+        }
+        out += str("  n", node.id, " [label=\"", label, "\", ", attributes, "];\n");
+      }
+      for (const GraphNode& node : input.graph.nodes) {
+        for (const std::uint32_t input_id : node.inputs) out += str("  n", input_id, " -> n", node.id, ";\n");
+      }
+      out += "  // sources\n";
+      for (const SourceFile& s : sources) out += str("  // ", s.path, " sha256 ", s.sha256, "\n");
+      return out + "}\n";
+    }
+  }
+  return {};
+}
+
+std::string plan_error_report(const PlanError& error, ReportFormat format) {
+  if (format != ReportFormat::Json) return error.render() + "\n";
+  JsonWriter json;
+  json.begin_object().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);
+  json.field("op", to_string(error.op));
+  if (error.node_id) json.field("node_id", static_cast<std::int64_t>(*error.node_id));
+  json.key("candidates").begin_array();
+  for (const CandidateVerdict& v : error.candidates) {
+    json.begin_object().field("capsule", v.capsule->name).string_array("reasons", v.reasons).end_object();
+  }
+  json.end_array().end_object().end_object();
+  return json.str() + "\n";
+}
+
+}  // namespace capsule

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "toml_reader.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "capsule/sha256.hpp"
+
+namespace capsule::detail {
+
+std::string_view type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::none: return "nothing";
+  }
+  return "value";
+}
+
+namespace {
+void quote(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+}  // namespace
+
+std::string render_value(const toml::node& node) {
+  std::string out;
+  if (const auto* s = node.as_string()) {
+    quote(out, s->get());
+  } else if (const auto* i = node.as_integer()) {
+    out = std::to_string(i->get());
+  } else if (const auto* f = node.as_floating_point()) {
+    std::ostringstream stream;
+    stream << f->get();
+    out = stream.str();
+  } else if (const auto* b = node.as_boolean()) {
+    out = b->get() ? "true" : "false";
+  } else if (const auto* a = node.as_array()) {
+    out = "[";
+    for (std::size_t k = 0; k < a->size(); ++k) {
+      if (k != 0) out += ", ";
+      out += render_value(*a->get(k));
+    }
+    out += "]";
+  } else if (const auto* t = node.as_table()) {
+    out = "{";
+    bool first = true;
+    for (auto&& [key, value] : *t) {
+      out += first ? " " : ", ";
+      first = false;
+      out += key.str();
+      out += " = ";
+      out += render_value(value);
+    }
+    out += first ? "}" : " }";
+  } else {
+    std::ostringstream stream;
+    node.visit([&](const auto& v) { stream << v; });
+    out = stream.str();
+  }
+  return out;
+}
+
+Fields::Fields(FileContext& context, const toml::table& table, std::string what,
+               std::initializer_list<std::string_view> allowed)
+    : context_(context), table_(table), what_(std::move(what)) {
+  std::vector<std::string_view> names(allowed);
+  for (auto&& [key, value] : table_) {
+    bool known = false;
+    for (const std::string_view name : names) known = known || key.str() == name;
+    if (known) continue;
+    const std::string nearest = nearest_name(key.str(), names);
+    context_.error(DiagCode::UnknownKey, context_.at(key.source()),
+                   str("unknown key `", key.str(), "` in ", what_, " (expected one of: ",
+                       join(std::vector<std::string>(names.begin(), names.end()), ", "), ")"),
+                   nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+  }
+}
+
+void Fields::wrong_type(std::string_view key, const toml::node& value, std::string_view expected) {
+  context_.error(DiagCode::WrongType, context_.at(value),
+                 str("`", key, "` in ", what_, " must be ", expected, ", got ", type_name(value), " ",
+                     render_value(value)));
+}
+
+void Fields::missing(std::string_view key, std::string_view expectation) {
+  context_.error(DiagCode::MissingField, where(), str(what_, " is missing `", key, "` (", expectation, ")"));
+}
+
+std::optional<std::string> Fields::string(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return std::nullopt;
+  if (const auto* text = value->as_string()) return text->get();
+  wrong_type(key, *value, "a string");
+  return std::nullopt;
+}
+
+std::optional<bool> Fields::boolean(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return std::nullopt;
+  if (const auto* flag = value->as_boolean()) return flag->get();
+  wrong_type(key, *value, "a boolean (true or false)");
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> Fields::integer(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return std::nullopt;
+  if (const auto* number = value->as_integer()) return number->get();
+  wrong_type(key, *value, "an integer");
+  return std::nullopt;
+}
+
+std::optional<Date> Fields::date(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return std::nullopt;
+  if (const auto* d = value->as_date()) {
+    const toml::date day = d->get();
+    const Date date{std::chrono::year{day.year}, std::chrono::month{day.month}, std::chrono::day{day.day}};
+    if (date.ok()) return date;
+  }
+  wrong_type(key, *value, "a TOML date such as 2027-06-30");
+  return std::nullopt;
+}
+
+const toml::table* Fields::table(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return nullptr;
+  if (const auto* t = value->as_table()) return t;
+  wrong_type(key, *value, "a table");
+  return nullptr;
+}
+
+const toml::array* Fields::array(std::string_view key) {
+  const toml::node* value = node(key);
+  if (value == nullptr) return nullptr;
+  if (const auto* a = value->as_array()) return a;
+  wrong_type(key, *value, "an array");
+  return nullptr;
+}
+
+std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path, 0, 0},
+                             "cannot open file for reading", {}, {}});
+    return std::nullopt;
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  ParsedFile file;
+  file.text = buffer.str();
+  file.sha256 = sha256_hex(file.text);
+  return file;
+}
+
+std::optional<toml::table> parse_toml(std::string_view text, const std::string& path, Diagnostics& out) {
+  try {
+    return toml::parse(text, path);
+  } catch (const toml::parse_error& error) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::ParseError,
+                             SourceLoc{path, error.source().begin.line, error.source().begin.column},
+                             str("invalid TOML: ", error.description()), {}, {}});
+    return std::nullopt;
+  }
+}
+
+bool check_schema(FileContext& context, Fields& top) {
+  const toml::node* schema = top.node("schema");
+  if (schema == nullptr) {
+    context.error(DiagCode::UnsupportedSchema, top.where(), "missing `schema = 1` at the top of the file");
+    return false;
+  }
+  const auto* number = schema->as_integer();
+  if (number == nullptr || number->get() != 1) {
+    context.error(DiagCode::UnsupportedSchema, context.at(*schema),
+                  str("unsupported schema ", render_value(*schema), "; this build reads schema 1"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace capsule::detail

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+// Directory loading and the cross-file checks that no single file can make.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "capsule/load.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/text.hpp"
+
+namespace capsule {
+namespace {
+
+std::string position(const SourceLoc& where) { return str(where.file, ":", where.line, ":", where.column); }
+
+std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, Diagnostics& out) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{dir.string(), 0, 0},
+                             "not a readable directory", {}, {}});
+    return files;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool graph = name.size() > 11 && name.ends_with(".graph.toml");
+    if (entry.is_regular_file() && entry.path().extension() == ".toml" && !graph) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// Checks one profile against the loaded modules; adds diagnostics at the profile's positions.
+void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out) {
+  std::vector<ModulePtr> modules;
+  std::map<std::string_view, std::size_t> listed;
+  for (std::size_t i = 0; i < profile.module_names.size(); ++i) {
+    const std::string& name = profile.module_names[i];
+    const SourceLoc where = i < profile.module_name_locs.size() ? profile.module_name_locs[i] : profile.where;
+    if (auto [it, inserted] = listed.emplace(name, i); !inserted) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateModule, where,
+                               str("duplicate backend capsule module `", name, "`"),
+                               {str("profile `", profile.name, "` lists it twice in `modules`")}, {}});
+      continue;
+    }
+    const bool replaced = std::any_of(profile.with_modules.begin(), profile.with_modules.end(),
+                                      [&](const ModulePtr& m) { return m->name == name; });
+    const CapsuleModule* module = workspace.find_module(name);
+    if (module == nullptr && !replaced) {
+      std::vector<std::string_view> names;
+      for (const ModulePtr& m : workspace.modules) names.push_back(m->name);
+      const std::string nearest = nearest_name(name, names);
+      out.push_back(Diagnostic{Severity::Error, DiagCode::UnknownModule, where,
+                               str("profile `", profile.name, "` names unknown capsule module `", name, "`"),
+                               {str("loaded modules: ", join(std::vector<std::string>(names.begin(), names.end()), ", "))},
+                               nearest.empty() ? std::string() : "did you mean `" + nearest + "`?"});
+    }
+  }
+  auto resolved = profile_modules(workspace, profile);
+  if (!resolved) return;
+  // Identity duplicates across the modules this profile combines (TorchLean validateModules).
+  using Identity = std::tuple<std::string_view, Op, Provider, Device>;
+  std::map<Identity, const Capsule*> seen;
+  for (const ModulePtr& module : *resolved) {
+    for (const Capsule& c : module->capsules) {
+      auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
+      if (!inserted) {
+        out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateIdentity, c.where,
+                                 str("duplicate backend capsule identity `", c.name, "`"),
+                                 {str("first declared at ", position(it->second->where)),
+                                  str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
+                                 {}});
+      }
+    }
+  }
+}
+
+void add_profile(Workspace& workspace, ProfilePtr profile) {
+  if (ProfilePtr existing = workspace.find_profile(profile->name)) {
+    workspace.diagnostics.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateProfile, profile->where,
+                                               str("duplicate profile `", profile->name, "`"),
+                                               {str("first declared at ", position(existing->where))}, {}});
+    return;
+  }
+  workspace.profiles.push_back(std::move(profile));
+}
+
+}  // namespace
+
+Date LoadOptions::today_utc() {
+  return Date{std::chrono::floor<std::chrono::days>(std::chrono::system_clock::now())};
+}
+
+const CapsuleModule* Workspace::find_module(std::string_view name) const {
+  for (const ModulePtr& module : modules) {
+    if (module->name == name) return module.get();
+  }
+  return nullptr;
+}
+
+ProfilePtr Workspace::find_profile(std::string_view name) const {
+  for (const ProfilePtr& profile : profiles) {
+    if (profile->name == name) return profile;
+  }
+  return nullptr;
+}
+
+std::vector<std::string_view> Workspace::profile_names() const {
+  std::vector<std::string_view> names;
+  for (const ProfilePtr& profile : profiles) names.push_back(profile->name);
+  return names;
+}
+
+Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
+                         const std::vector<std::filesystem::path>& profile_dirs, const LoadOptions& options) {
+  Workspace workspace;
+  for (const auto& dir : catalog_dirs) {
+    for (const auto& file : toml_files(dir, workspace.diagnostics)) {
+      auto module = load_catalog(file, options, workspace.diagnostics);
+      if (!module) continue;
+      if (const CapsuleModule* existing = workspace.find_module(module->name)) {
+        workspace.diagnostics.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateModule, module->where,
+                                                   str("duplicate backend capsule module `", module->name, "`"),
+                                                   {str("first declared at ", position(existing->where))}, {}});
+        continue;
+      }
+      workspace.modules.push_back(std::make_shared<const CapsuleModule>(std::move(*module)));
+    }
+  }
+  for (const auto& dir : profile_dirs) {
+    for (const auto& file : toml_files(dir, workspace.diagnostics)) {
+      auto profile = load_profile(file, options, workspace.diagnostics);
+      if (profile) add_profile(workspace, std::make_shared<const Profile>(std::move(*profile)));
+    }
+  }
+  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics);
+  return workspace;
+}
+
+ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& file, const LoadOptions& options) {
+  auto profile = load_profile(file, options, workspace.diagnostics);
+  if (!profile) return nullptr;
+  auto shared = std::make_shared<const Profile>(std::move(*profile));
+  const std::size_t before = workspace.diagnostics.size();
+  check_profile(workspace, *shared, workspace.diagnostics);
+  if (has_errors(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
+                             workspace.diagnostics.end()))) {
+    return nullptr;
+  }
+  // A file given by path replaces a loaded profile of the same name: the user asked for it.
+  std::erase_if(workspace.profiles, [&](const ProfilePtr& p) { return p->name == shared->name; });
+  workspace.profiles.push_back(shared);
+  return shared;
+}
+
+Result<std::vector<ModulePtr>, std::string> profile_modules(const Workspace& workspace, const Profile& profile) {
+  std::vector<ModulePtr> base;
+  for (const std::string& name : profile.module_names) {
+    const bool replaced = std::any_of(profile.with_modules.begin(), profile.with_modules.end(),
+                                      [&](const ModulePtr& m) { return m->name == name; });
+    if (replaced) continue;
+    const auto found = std::find_if(workspace.modules.begin(), workspace.modules.end(),
+                                    [&](const ModulePtr& m) { return m->name == name; });
+    if (found == workspace.modules.end()) return fail(str("unknown capsule module `", name, "`"));
+    base.push_back(*found);
+  }
+  return with_capsule_modules(base, profile.with_modules);
+}
+
+Result<ResolvedProfile, std::string> resolve_profile(const Workspace& workspace, const ProfilePtr& profile) {
+  auto modules = profile_modules(workspace, *profile);
+  if (!modules) return fail(modules.error());
+  std::vector<SourceFile> sources;
+  sources.push_back(profile->source);
+  for (const ModulePtr& module : *modules) {
+    if (!module->source.path.empty()) sources.push_back(module->source);
+  }
+  auto registry = Registry::from_modules(std::move(*modules));
+  if (!registry) return fail(registry.error());
+  return ResolvedProfile{profile, Planner(std::move(*registry), profile->availability, profile->policy),
+                         std::move(sources)};
+}
+
+}  // namespace capsule

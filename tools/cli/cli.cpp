@@ -1,0 +1,565 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "capsule/diag_format.hpp"
+#include "capsule/gate.hpp"
+#include "capsule/json.hpp"
+#include "capsule/load.hpp"
+#include "capsule/report.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/text.hpp"
+
+namespace capsule::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+constexpr std::string_view kOverview =
+    "capsule: decide, before anything runs, which implementation computes each tensor op and on\n"
+    "what evidence.\n\n"
+    "usage: capsule <command> [options]\n\n"
+    "commands:\n"
+    "  lint      validate every catalog and profile; report every problem with file:line:col\n"
+    "  list      list capsules, profiles or ops (capsule list capsules --op matmul)\n"
+    "  plan      select one capsule per op or graph node under a profile and report it\n"
+    "  check     run the acceptance gate (admissibility + evidence) under a profile\n"
+    "  explain   show every candidate capsule for an op and why it was or was not chosen\n\n"
+    "Run `capsule <command> --help` for a command's options. Catalogs and profiles default to the\n"
+    "directories installed next to the binary, then the source tree; CAPSULE_CATALOGS and\n"
+    "CAPSULE_PROFILES override them, and --catalogs/--profiles override those.\n\n"
+    "exit status: 0 success; 1 a plan, check, gate or lint rejected something;\n"
+    "             2 usage error or files that fail to load\n";
+
+struct UsageError {
+  std::string message;
+};
+
+struct Context {
+  std::ostream& out;
+  std::ostream& err;
+  const Environment& env;
+};
+
+std::vector<fs::path> split_paths(const std::string& text) {
+  std::vector<fs::path> paths;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ':')) {
+    if (!item.empty()) paths.emplace_back(item);
+  }
+  return paths;
+}
+
+/// Flags, then the environment variable, then next to the binary, then the source tree.
+std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, const char* variable,
+                                const char* leaf, const Environment& env) {
+  if (vm.count(flag)) {
+    std::vector<fs::path> dirs;
+    for (const std::string& dir : vm[flag].as<std::vector<std::string>>()) dirs.emplace_back(dir);
+    return dirs;
+  }
+  if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return split_paths(value);
+  const fs::path installed = env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / leaf;
+  std::error_code error;
+  if (!env.executable_dir.empty() && fs::is_directory(installed, error)) return {installed.lexically_normal()};
+  return {fs::path(CAPSULE_SOURCE_DIR) / leaf};
+}
+
+LoadOptions load_options(const Environment& env) {
+  LoadOptions options;
+  if (!env.today.empty()) {
+    int y = 0;
+    unsigned m = 0, d = 0;
+    if (std::sscanf(env.today.c_str(), "%d-%u-%u", &y, &m, &d) == 3) {
+      options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+    }
+  }
+  return options;
+}
+
+po::options_description data_options() {
+  po::options_description options("data");
+  options.add_options()
+      ("catalogs", po::value<std::vector<std::string>>()->composing(), "catalog directory (repeatable)")
+      ("profiles", po::value<std::vector<std::string>>()->composing(), "profile directory (repeatable)");
+  return options;
+}
+
+po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
+                        const po::positional_options_description& positional = {}) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+template <class E>
+E parse_choice(const std::string& text, std::string_view flag, const std::vector<std::pair<std::string_view, E>>& choices) {
+  std::vector<std::string_view> names;
+  for (const auto& [name, value] : choices) {
+    if (name == text) return value;
+    names.push_back(name);
+  }
+  const std::string nearest = nearest_name(text, names);
+  throw UsageError{str("invalid value `", text, "` for ", flag, " (expected one of: ",
+                       join(std::vector<std::string>(names.begin(), names.end()), ", "), ")",
+                       nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+std::vector<Op> parse_ops(const std::string& text) {
+  std::vector<Op> ops;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const auto first = item.find_first_not_of(' ');
+    const auto last = item.find_last_not_of(' ');
+    if (first == std::string::npos) continue;
+    item = item.substr(first, last - first + 1);
+    auto op = parse<Op>(item);
+    if (!op) {
+      throw UsageError{str("--ops: ", op.error().message, op.error().nearest.empty() ? "" : "; " + op.error().help())};
+    }
+    ops.push_back(*op);
+  }
+  if (ops.empty()) throw UsageError{"--ops needs at least one op, e.g. --ops matmul,relu"};
+  return ops;
+}
+
+/// Loads the workspace; prints diagnostics; returns nullopt (exit 2) when any file failed.
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
+  Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
+                                       data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
+                                       load_options(ctx.env));
+  ctx.err << render(workspace.diagnostics);
+  if (has_errors(workspace.diagnostics)) {
+    ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";
+    return std::nullopt;
+  }
+  return workspace;
+}
+
+/// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
+ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
+  std::error_code error;
+  if ((name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos) &&
+      fs::is_regular_file(name_or_file, error)) {
+    const std::size_t before = workspace.diagnostics.size();
+    ProfilePtr profile = add_profile_file(workspace, name_or_file, load_options(ctx.env));
+    ctx.err << render(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
+                                  workspace.diagnostics.end()));
+    if (!profile) throw UsageError{str("profile file `", name_or_file, "` failed to load")};
+    return profile;
+  }
+  if (ProfilePtr profile = workspace.find_profile(name_or_file)) return profile;
+  const std::string nearest = nearest_name(name_or_file, workspace.profile_names());
+  std::vector<std::string> names;
+  for (const std::string_view n : workspace.profile_names()) names.emplace_back(n);
+  throw UsageError{str("unknown profile `", name_or_file, "` (loaded profiles: ", join(names, ", "), ")",
+                       nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile) {
+  auto resolved = resolve_profile(workspace, profile);
+  if (!resolved) throw UsageError{str("profile `", profile->name, "`: ", resolved.error())};
+  return std::move(*resolved);
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+// ---- lint ---------------------------------------------------------------------------------
+
+int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options("capsule lint [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]");
+  options.add(data_options());
+  options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
+      ("help,h", "show this help");
+  if (wants_help(args)) {
+    ctx.out << options << "\nLoads every catalog and profile and reports every problem in one run.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
+      {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
+  Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
+                                       data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
+                                       load_options(ctx.env));
+  // Beyond loading: every profile must resolve to a valid registry.
+  for (const ProfilePtr& profile : workspace.profiles) {
+    auto resolved = resolve_profile(workspace, profile);
+    if (!resolved && !has_errors(workspace.diagnostics)) {
+      workspace.diagnostics.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateModule, profile->where,
+                                                 resolved.error(), {}, {}});
+    }
+  }
+  ctx.out << format_diagnostics(workspace.diagnostics, format, CAPSULE_VERSION);
+  std::size_t capsules = 0;
+  for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
+  std::size_t errors = 0;
+  for (const Diagnostic& d : workspace.diagnostics) errors += d.severity == Severity::Error ? 1 : 0;
+  const std::size_t warnings = workspace.diagnostics.size() - errors;
+  if (format == DiagFormat::Text) {
+    ctx.out << str("lint: ", workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
+                   " profiles: ", errors, " errors, ", warnings, " warnings\n");
+  }
+  const bool unreadable = std::any_of(workspace.diagnostics.begin(), workspace.diagnostics.end(),
+                                      [](const Diagnostic& d) { return d.code == DiagCode::IoError; });
+  if (unreadable) return kUsage;
+  return workspace.diagnostics.empty() ? kOk : kRejected;
+}
+
+// ---- list ---------------------------------------------------------------------------------
+
+int cmd_list(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options("capsule list capsules|profiles|ops [--op OP] [--device D] [--format text|json]");
+  options.add(data_options());
+  options.add_options()("what", po::value<std::string>(), "capsules | profiles | ops")
+      ("op", po::value<std::string>(), "only capsules of this op")
+      ("device", po::value<std::string>(), "only capsules or profiles for this device")
+      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
+  po::positional_options_description positional;
+  positional.add("what", 1);
+  if (wants_help(args)) {
+    ctx.out << options;
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options, positional);
+  if (!vm.count("what")) throw UsageError{"list needs what to list: capsules, profiles or ops"};
+  enum class What { Capsules, Profiles, Ops };
+  const What what = parse_choice<What>(vm["what"].as<std::string>(), "list",
+                                       {{"capsules", What::Capsules}, {"profiles", What::Profiles}, {"ops", What::Ops}});
+  const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  std::optional<Op> op_filter;
+  if (vm.count("op")) {
+    auto op = parse<Op>(vm["op"].as<std::string>());
+    if (!op) throw UsageError{"--op: " + op.error().message + (op.error().nearest.empty() ? "" : "; " + op.error().help())};
+    op_filter = *op;
+  }
+  std::optional<Device> device_filter;
+  if (vm.count("device")) {
+    auto device = parse<Device>(vm["device"].as<std::string>());
+    if (!device) throw UsageError{"--device: " + device.error().message};
+    device_filter = *device;
+  }
+  auto workspace = load(vm, ctx);
+  if (!workspace) return kUsage;
+  JsonWriter out;
+  if (what == What::Ops) {
+    out.begin_array();
+    for (const Op op : all_values<Op>()) {
+      std::map<Device, int> per_device;
+      for (const ModulePtr& m : workspace->modules) {
+        for (const Capsule& c : m->capsules) per_device[c.device] += c.op == op ? 1 : 0;
+      }
+      std::vector<std::string> counts;
+      for (const auto& [device, count] : per_device) {
+        if (count != 0) counts.push_back(str(to_string(device), "=", count));
+      }
+      if (json) {
+        out.begin_object().field("op", to_string(op)).field("requires_vjp", requires_vjp(op)).key("capsules").begin_object();
+        for (const auto& [device, count] : per_device) {
+          if (count != 0) out.field(to_string(device), static_cast<std::int64_t>(count));
+        }
+        out.end_object().end_object();
+      } else {
+        ctx.out << str(to_string(op), requires_vjp(op) ? "" : " (no vjp required)", ": ",
+                       counts.empty() ? std::string("no capsules") : join(counts, ", "), "\n");
+      }
+    }
+    out.end_array();
+  } else if (what == What::Profiles) {
+    out.begin_array();
+    for (const ProfilePtr& p : workspace->profiles) {
+      if (device_filter && p->policy.device != *device_filter) continue;
+      if (json) {
+        out.begin_object().field("name", p->name).field("device", to_string(p->policy.device))
+            .field("provider", p->policy.provider.label()).field("assurance", p->policy.assurance.label())
+            .field("vjp", to_string(p->policy.vjp)).field("summary", p->summary).field("path", p->source.path).end_object();
+      } else {
+        ctx.out << str(p->name, ": device=", to_string(p->policy.device), " provider=", p->policy.provider.label(),
+                       " assurance=", p->policy.assurance.label(), " vjp=", to_string(p->policy.vjp), "\n    ",
+                       p->summary, "\n");
+      }
+    }
+    out.end_array();
+  } else {
+    out.begin_array();
+    for (const ModulePtr& m : workspace->modules) {
+      for (const Capsule& c : m->capsules) {
+        if (op_filter && c.op != *op_filter) continue;
+        if (device_filter && c.device != *device_filter) continue;
+        if (json) {
+          out.begin_object().field("name", c.name).field("module", m->name).field("op", to_string(c.op))
+              .field("provider", to_string(c.provider)).field("device", to_string(c.device))
+              .field("trust", to_string(c.trust)).field("vjp", to_string(c.vjp))
+              .field("reduction", to_string(c.numerical.reduction))
+              .field("file", c.where.file).field("line", static_cast<std::int64_t>(c.where.line)).end_object();
+        } else {
+          ctx.out << str(c.name, " op=", to_string(c.op), " provider=", to_string(c.provider), " device=",
+                         to_string(c.device), " trust=", to_string(c.trust), " vjp=", to_string(c.vjp),
+                         " reduction=", to_string(c.numerical.reduction), " module=", m->name, "\n");
+        }
+      }
+    }
+    out.end_array();
+  }
+  if (json) ctx.out << out.str() << "\n";
+  return kOk;
+}
+
+// ---- plan / check / explain ---------------------------------------------------------------
+
+struct PlanInputs {
+  Workspace workspace;
+  ProfilePtr profile;
+  std::vector<Op> ops;
+  std::optional<Graph> graph;
+};
+
+po::options_description plan_options(const std::string& caption) {
+  po::options_description options(caption);
+  options.add(data_options());
+  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path")
+      ("ops", po::value<std::string>(), "comma-separated ops, e.g. matmul,relu")
+      ("graph", po::value<std::string>(), "an IR graph file (*.graph.toml)")("help,h", "show this help");
+  return options;
+}
+
+std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx, bool allow_graph) {
+  if (!vm.count("profile")) throw UsageError{"--profile NAME|FILE is required"};
+  const bool has_ops = vm.count("ops") != 0;
+  const bool has_graph = vm.count("graph") != 0;
+  if (has_ops == has_graph && allow_graph) throw UsageError{"give exactly one of --ops a,b,c or --graph FILE"};
+  if (!has_ops && !allow_graph) throw UsageError{"--ops a,b,c is required"};
+  PlanInputs inputs;
+  if (has_ops) inputs.ops = parse_ops(vm["ops"].as<std::string>());
+  auto workspace = load(vm, ctx);
+  if (!workspace) return std::nullopt;
+  inputs.workspace = std::move(*workspace);
+  inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
+  if (has_graph) {
+    Diagnostics diagnostics;
+    inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
+    ctx.err << render(diagnostics);
+    if (!inputs.graph) return std::nullopt;
+  }
+  return inputs;
+}
+
+int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options =
+      plan_options("capsule plan --profile NAME|FILE (--ops a,b,c | --graph FILE) [--format text|json|markdown|dot]");
+  options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | markdown | dot");
+  if (wants_help(args)) {
+    ctx.out << options << "\nSelects one capsule per op (or graph node) and reports it. Exit 1 when some op has\n"
+                          "no admissible capsule; the error lists every candidate and why it was rejected.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  const ReportFormat format = parse_choice<ReportFormat>(vm["format"].as<std::string>(), "--format",
+      {{"text", ReportFormat::Text}, {"json", ReportFormat::Json}, {"markdown", ReportFormat::Markdown}, {"dot", ReportFormat::Dot}});
+  if (format == ReportFormat::Dot && !vm.count("graph")) throw UsageError{"--format dot draws graphs; use it with --graph"};
+  auto inputs = plan_inputs(vm, ctx, true);
+  if (!inputs) return kUsage;
+  const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
+  if (inputs->graph) {
+    auto plan = resolved.planner.plan_graph(*inputs->graph);
+    if (!plan) {
+      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format);
+      return kRejected;
+    }
+    const std::vector<KernelGroup> groups = group(*plan, inputs->profile->lowering);
+    ctx.out << graph_report(GraphReportInput{resolved, *inputs->graph, *plan, groups}, format);
+    return kOk;
+  }
+  auto plan = resolved.planner.plan_ops(inputs->ops);
+  if (!plan) {
+    (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format);
+    return kRejected;
+  }
+  ctx.out << plan_report(resolved, *plan, format);
+  return kOk;
+}
+
+int cmd_check(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options =
+      plan_options("capsule check --profile NAME (--ops a,b,c | --graph FILE) [--assurance checked|external]");
+  options.add_options()("assurance", po::value<std::string>(), "gate under this assurance instead of the profile's");
+  if (wants_help(args)) {
+    ctx.out << options << "\nPlans under the profile, then runs the acceptance gate: admissibility and the evidence\n"
+                          "of every obligation under the assurance policy. Exit 1 when anything is rejected.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  auto inputs = plan_inputs(vm, ctx, true);
+  if (!inputs) return kUsage;
+  const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
+  KernelPolicy gate_policy = inputs->profile->policy;
+  if (vm.count("assurance")) {
+    gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance",
+        {{"checked", AssurancePolicy::checked()}, {"external", AssurancePolicy::external()}});
+  }
+  const std::string label = gate_policy.assurance.label();
+
+  std::vector<PlannedKernel> kernels;
+  std::optional<GraphKernelPlan> graph_plan;
+  if (inputs->graph) {
+    auto plan = resolved.planner.plan_graph(*inputs->graph);
+    if (!plan) {
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text);
+      return kRejected;
+    }
+    graph_plan = std::move(*plan);
+  } else {
+    auto plan = resolved.planner.plan_ops(inputs->ops);
+    if (!plan) {
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text);
+      return kRejected;
+    }
+    kernels = std::move(plan->kernels);
+  }
+
+  if (graph_plan) {
+    auto accepted = accept_graph(*graph_plan, gate_policy, inputs->profile->lowering);
+    const std::vector<KernelGroup>& groups = accepted ? accepted->groups() : accepted.error().groups;
+    ctx.out << str("kernels ", graph_plan->kernels.size(), ", groups ", groups.size(), "\n");
+    for (const KernelGroup& g : groups) ctx.out << group_line(g) << "\n";
+    if (accepted) {
+      const auto names = distinct_capsule_names(group_kernels(groups));
+      ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
+      for (const std::string& name : names) ctx.out << "  " << name << "\n";
+      return kOk;
+    }
+    ctx.out << str("rejected under ", label, ":\n");
+    for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << f.message() << "\n";
+    return kRejected;
+  }
+
+  // Seed 002's contract-check lines first, then any other gate failure, then the verdict.
+  bool rejected = false;
+  for (const ObligationReport& report : rejected_reports(gate_policy.assurance, kernels)) {
+    ctx.out << str(label, ": rejected ", report.capsule->name, " ", to_string(report.obligation), "\n  ",
+                   evidence_label(report.descriptor().evidence), "\n");
+    rejected = true;
+  }
+  for (const PlannedKernel& k : kernels) {
+    auto verdict = accept(k, gate_policy);
+    if (verdict) continue;
+    rejected = true;
+    for (const AcceptanceFailure& f : verdict.error()) {
+      if (f.kind != AcceptanceFailure::Kind::EvidenceRejected) {
+        ctx.out << str(label, ": gate rejected ", k.capsule->name, ": ", f.message(), "\n");
+      }
+    }
+  }
+  if (!rejected) ctx.out << label << ": accepted\n";
+  return rejected ? kRejected : kOk;
+}
+
+int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options("capsule explain --profile NAME --op OP [--format text|json]");
+  options.add(data_options());
+  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path")
+      ("op", po::value<std::string>(), "the op to explain")
+      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
+  if (wants_help(args)) {
+    ctx.out << options << "\nLists every capsule for the op in catalog order with the planner's verdict.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  if (!vm.count("profile") || !vm.count("op")) throw UsageError{"explain needs --profile NAME and --op OP"};
+  auto op = parse<Op>(vm["op"].as<std::string>());
+  if (!op) throw UsageError{"--op: " + op.error().message + (op.error().nearest.empty() ? "" : "; " + op.error().help())};
+  const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  auto workspace = load(vm, ctx);
+  if (!workspace) return kUsage;
+  const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
+  const ResolvedProfile resolved = resolve(*workspace, profile);
+  const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(*op);
+  const Capsule* chosen = resolved.planner.chosen(*op);
+  if (json) {
+    JsonWriter out;
+    out.begin_object().field("profile", profile->name).field("op", to_string(*op));
+    out.key("chosen");
+    if (chosen != nullptr) out.value(chosen->name);
+    else out.null();
+    out.key("candidates").begin_array();
+    for (const CandidateVerdict& v : verdicts) {
+      out.begin_object().field("capsule", v.capsule->name).field("provider", to_string(v.capsule->provider))
+          .field("device", to_string(v.capsule->device)).field("trust", to_string(v.capsule->trust))
+          .field("vjp", to_string(v.capsule->vjp)).field("available", v.available).field("admissible", v.admissible)
+          .field("chosen", v.chosen).string_array("reasons", v.reasons).string_array("gate_notes", v.gate_notes)
+          .end_object();
+    }
+    out.end_array().end_object();
+    ctx.out << out.str() << "\n";
+  } else {
+    ctx.out << profile_summary(*profile) << " provider=" << profile->policy.provider.label() << "\n";
+    ctx.out << str("op ", to_string(*op), ": ", verdicts.size(), " candidate", verdicts.size() == 1 ? "" : "s",
+                   " in catalog order\n");
+    for (const CandidateVerdict& v : verdicts) {
+      const std::string status = v.chosen ? "chosen" : v.admissible ? "passed over" : "rejected";
+      ctx.out << str("  ", v.capsule->name, " (", to_string(v.capsule->provider), "/", to_string(v.capsule->device),
+                     ", ", to_string(v.capsule->trust), ", vjp ", to_string(v.capsule->vjp), "): ", status, "\n");
+      for (const std::string& reason : v.reasons) ctx.out << "    - " << reason << "\n";
+      for (const std::string& note : v.gate_notes) ctx.out << "    ! gate: " << note << "\n";
+    }
+    if (chosen != nullptr) {
+      ctx.out << str("result: ", to_string(*op), " -> ", chosen->name, "\n");
+    } else {
+      ctx.out << str("result: no admissible kernel capsule for op ", to_string(*op), " on device ",
+                     to_string(profile->policy.device), "\n");
+    }
+  }
+  return chosen != nullptr ? kOk : kRejected;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
+  Context ctx{out, err, env};
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (args.size() >= 2) return run({args[1], "--help"}, out, err, env);
+    (args.empty() ? err : out) << kOverview;
+    return args.empty() ? kUsage : kOk;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    out << "capsule " << CAPSULE_VERSION << " (catalog schema 1, " << kOpCount << " ops)\n";
+    return kOk;
+  }
+  const std::string command = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (command == "lint") return cmd_lint(rest, ctx);
+    if (command == "list") return cmd_list(rest, ctx);
+    if (command == "plan") return cmd_plan(rest, ctx);
+    if (command == "check") return cmd_check(rest, ctx);
+    if (command == "explain") return cmd_explain(rest, ctx);
+    const std::string nearest = nearest_name(command, {"lint", "list", "plan", "check", "explain"});
+    err << "capsule: unknown command `" << command << "`"
+        << (nearest.empty() ? std::string() : "; did you mean `" + nearest + "`?") << "\n\n"
+        << kOverview;
+    return kUsage;
+  } catch (const UsageError& error) {
+    err << "capsule " << command << ": " << error.message << "\n";
+    return kUsage;
+  } catch (const po::error& error) {
+    err << "capsule " << command << ": " << error.what() << " (see `capsule " << command << " --help`)\n";
+    return kUsage;
+  }
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `capsule` command line (SPEC §7) as a function, so tests drive it in-process with their
+// own streams and the binary's main() stays a two-line shim.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace capsule::cli {
+
+/// Exit statuses of SPEC §7.
+enum ExitCode : int { kOk = 0, kRejected = 1, kUsage = 2 };
+
+struct Environment {
+  /// Directory of the running binary; the installed layout keeps data in ../share/capsule.
+  std::filesystem::path executable_dir;
+  /// Current date override (YYYY-MM-DD) for trust expiry, from CAPSULE_TODAY; empty = clock.
+  std::string today;
+};
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env);
+
+}  // namespace capsule::cli
