@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <regex>
+
+namespace capsule::testing {
+
+ResolvedProfile shipped_profile(std::string_view name) {
+  ProfilePtr profile = shipped().find_profile(name);
+  REQUIRE_MESSAGE(profile != nullptr, "no shipped profile " << name);
+  auto resolved = resolve_profile(shipped(), profile);
+  REQUIRE_MESSAGE(resolved.has_value(), "profile " << name << " does not resolve");
+  return std::move(*resolved);
+}
+
+CliRun run_cli(std::vector<std::string> args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  cli::Environment env;
+  CliRun run;
+  run.status = cli::run(args, out, err, env);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+std::string mask_digests(std::string text) {
+  static const std::regex digest("[0-9a-f]{64}");
+  return std::regex_replace(text, digest, "<sha256>");
+}
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace capsule::testing

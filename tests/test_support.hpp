@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared helpers for the engine tests: the shipped workspace, in-process CLI runs, and small
+// builders for capsules made in code.
+#pragma once
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capsule/load.hpp"
+#include "capsule/resolve.hpp"
+#include "cli.hpp"
+
+namespace capsule::testing {
+
+inline std::filesystem::path source_dir() { return CAPSULE_SOURCE_DIR; }
+inline std::filesystem::path test_data() { return CAPSULE_TEST_DATA; }
+
+/// The shipped catalogs and profiles, loaded once per test binary.
+inline const Workspace& shipped() {
+  static const Workspace workspace = load_workspace({source_dir() / "catalogs"}, {source_dir() / "profiles"});
+  return workspace;
+}
+
+/// Resolves a shipped profile by name; fails the test when it does not exist or resolve.
+ResolvedProfile shipped_profile(std::string_view name);
+
+struct CliRun {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs the CLI in-process with the working directory's relative paths left as given.
+CliRun run_cli(std::vector<std::string> args);
+
+/// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.
+std::string mask_digests(std::string text);
+
+/// Reads a whole file.
+std::string read_text(const std::filesystem::path& file);
+
+}  // namespace capsule::testing
