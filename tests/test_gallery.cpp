@@ -315,7 +315,7 @@ op = "exp"
 
   // Known loader issues, reported to the engine owner. `may_fail` keeps them visible in the
   // output without breaking the build; drop the decorator once the loader is fixed.
-  TEST_CASE("a misspelled op is reported once, not also as a missing op" * doctest::may_fail()) {
+  TEST_CASE("a misspelled op is reported once and not again as a missing op" * doctest::may_fail()) {
     Diagnostics out;
     CHECK_FALSE(load_catalog(gallery_dir() / "unknown-spelling-op.toml", fixed_day(), out).has_value());
     INFO(render(out));

@@ -2,6 +2,7 @@
 #include "capsule/diag.hpp"
 
 #include <algorithm>
+#include <ostream>
 
 #include "capsule/vocab.hpp"
 
@@ -13,6 +14,12 @@ std::string_view to_string(DiagCode code) { return kDiagCodeNames[static_cast<st
 
 std::string_view to_string(Severity severity) {
   return severity == Severity::Error ? "error" : "warning";
+}
+
+std::ostream& operator<<(std::ostream& out, const SourceLoc& where) {
+  out << where.file;
+  if (where.line != 0) out << ':' << where.line << ':' << where.column;
+  return out;
 }
 
 std::string render(const Diagnostic& diagnostic) {

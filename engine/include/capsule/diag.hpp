@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +74,9 @@ struct SourceLoc {
 
   friend bool operator==(const SourceLoc&, const SourceLoc&) = default;
 };
+
+/// `file:line:col`, or just `file` when the line is unknown.
+std::ostream& operator<<(std::ostream& out, const SourceLoc& where);
 
 struct Diagnostic {
   Severity severity = Severity::Error;
