@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/report.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "capsule/json.hpp"
@@ -314,7 +315,13 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
         out += str("  n", node.id, " [label=\"", label, "\", ", attributes, "];\n");
       }
       for (const GraphNode& node : input.graph.nodes) {
-        for (const std::uint32_t input_id : node.inputs) out += str("  n", input_id, " -> n", node.id, ";\n");
+        // A node may read the same input several times (attention's q, k, v); draw one edge.
+        std::vector<std::uint32_t> drawn;
+        for (const std::uint32_t input_id : node.inputs) {
+          if (std::find(drawn.begin(), drawn.end(), input_id) != drawn.end()) continue;
+          drawn.push_back(input_id);
+          out += str("  n", input_id, " -> n", node.id, ";\n");
+        }
       }
       out += "  // sources\n";
       for (const SourceFile& s : sources) out += str("  // ", s.path, " sha256 ", s.sha256, "\n");

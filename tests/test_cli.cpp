@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `capsule` command line, driven in-process: exit codes, golden outputs and error texts.
+// Goldens live in tests/golden; source paths print as <src> and digests as <sha256>.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "test_support.hpp"
+
+using capsule::testing::CliRun;
+using capsule::testing::read_text;
+using capsule::testing::source_dir;
+using capsule::testing::test_data;
+
+namespace {
+
+std::vector<std::string> with_data(std::vector<std::string> args) {
+  args.push_back("--catalogs");
+  args.push_back((source_dir() / "catalogs").string());
+  args.push_back("--profiles");
+  args.push_back((source_dir() / "profiles").string());
+  return args;
+}
+
+CliRun cli(std::vector<std::string> args) { return capsule::testing::run_cli(with_data(std::move(args))); }
+
+std::string normalize(std::string text) {
+  const std::string src = source_dir().string();
+  for (std::size_t at = text.find(src); at != std::string::npos; at = text.find(src, at)) text.replace(at, src.size(), "<src>");
+  return capsule::testing::mask_digests(text);
+}
+
+/// Compares with tests/golden/NAME; set CAPSULE_UPDATE_GOLDENS=1 to rewrite after a reviewed change.
+void check_golden(const std::string& name, const std::string& actual) {
+  const auto file = source_dir() / "tests/golden" / name;
+  if (std::getenv("CAPSULE_UPDATE_GOLDENS") != nullptr) {
+    std::ofstream(file, std::ios::binary) << actual;
+  }
+  CHECK_MESSAGE(read_text(file) == actual, "golden " << name << " differs; actual:\n" << actual);
+}
+
+std::filesystem::path scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("capsule-cli-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("lint passes over the shipped catalogs and profiles") {
+    const CliRun run = cli({"lint"});
+    CHECK(run.status == 0);
+    CHECK(run.out == "lint: 4 modules, 111 capsules, 14 profiles: 0 errors, 0 warnings\n");
+    CHECK(run.err.empty());
+  }
+
+  TEST_CASE("lint rejects a value claim in the shape field and names file, line and obligation") {
+    const auto dir = scratch_dir("misfiled");
+    std::filesystem::create_directories(dir / "catalogs");
+    std::filesystem::create_directories(dir / "profiles");
+    std::filesystem::copy_file(test_data() / "lint/misfiled.toml", dir / "catalogs/misfiled.toml");
+    const CliRun run = capsule::testing::run_cli(
+        {"lint", "--catalogs", (dir / "catalogs").string(), "--profiles", (dir / "profiles").string()});
+    CHECK(run.status == 1);
+    const std::string expected_position = (dir / "catalogs/misfiled.toml").string() + ":22:19: error[misaligned-contract]: ";
+    CHECK_MESSAGE(run.out.find(expected_position) != std::string::npos, run.out);
+    CHECK(run.out.find("value-refinement claim in its shape contract") != std::string::npos);
+    CHECK(run.out.find("1 errors, 0 warnings") != std::string::npos);
+
+    const CliRun github = capsule::testing::run_cli({"lint", "--format", "github", "--catalogs",
+                                                     (dir / "catalogs").string(), "--profiles", (dir / "profiles").string()});
+    CHECK(github.status == 1);
+    CHECK(github.out.find("::error file=") == 0);
+    CHECK(github.out.find(",line=22,col=19,title=capsule misaligned-contract::") != std::string::npos);
+    const CliRun sarif = capsule::testing::run_cli({"lint", "--format", "sarif", "--catalogs",
+                                                    (dir / "catalogs").string(), "--profiles", (dir / "profiles").string()});
+    CHECK(sarif.out.find("\"version\":\"2.1.0\"") != std::string::npos);
+    CHECK(sarif.out.find("\"ruleId\":\"misaligned-contract\"") != std::string::npos);
+    CHECK(sarif.out.find("\"startLine\":22") != std::string::npos);
+  }
+
+  TEST_CASE("plan --ops prints TorchLean's planReport with sources") {
+    const CliRun run = cli({"plan", "--profile", "checked_cpu", "--ops", "matmul,relu"});
+    CHECK(run.status == 0);
+    check_golden("plan_checked_cpu_matmul_relu.txt", normalize(run.out));
+  }
+
+  TEST_CASE("plan --ops for the hybrid profile shows the trusted boundary") {
+    const CliRun run = cli({"plan", "--profile", "libtorch_forward_cuda", "--ops", "add,scaled_dot_product_attention,relu"});
+    CHECK(run.status == 0);
+    check_golden("plan_libtorch_forward_cuda.txt", normalize(run.out));
+  }
+
+  TEST_CASE("plan --graph prints the node plan and the groups") {
+    const CliRun mlp = cli({"plan", "--profile", "checked_cpu", "--graph",
+                            (source_dir() / "examples/graphs/mlp-4-8-1.graph.toml").string()});
+    CHECK(mlp.status == 0);
+    check_golden("plan_graph_mlp.txt", normalize(mlp.out));
+    const CliRun relu = cli({"plan", "--profile", "checked_cpu", "--graph",
+                             (source_dir() / "examples/graphs/relu-chain.graph.toml").string()});
+    CHECK(relu.status == 0);
+    CHECK(relu.out.find("kernels 3, groups 1\n  #[1, 2, 3] relu reference.relu\n") != std::string::npos);
+  }
+
+  TEST_CASE("plan formats: json, markdown and dot") {
+    const CliRun json = cli({"plan", "--profile", "libtorch_forward_cuda", "--ops", "add,scaled_dot_product_attention",
+                             "--format", "json"});
+    CHECK(json.status == 0);
+    check_golden("plan_libtorch_forward_cuda.json", normalize(json.out));
+    const CliRun markdown = cli({"plan", "--profile", "checked_cpu", "--ops", "matmul,relu", "--format", "markdown"});
+    CHECK(markdown.status == 0);
+    check_golden("plan_checked_cpu.md", normalize(markdown.out));
+    const CliRun dot = cli({"plan", "--profile", "libtorch_forward_cuda", "--format", "dot", "--graph",
+                            (test_data() / "graphs/attention-block.graph.toml").string()});
+    CHECK(dot.status == 0);
+    check_golden("plan_attention_block.dot", normalize(dot.out));
+    const CliRun dot_ops = cli({"plan", "--profile", "checked_cpu", "--ops", "relu", "--format", "dot"});
+    CHECK(dot_ops.status == 2);
+  }
+
+  TEST_CASE("a planning failure lists every candidate; JSON carries the error object") {
+    const CliRun text = cli({"plan", "--profile", "checked_cpu", "--ops", "matmul,selective_scan"});
+    CHECK(text.status == 1);
+    CHECK(text.out.empty());
+    check_golden("plan_error_selective_scan.txt", normalize(text.err));
+    const CliRun json = cli({"plan", "--profile", "checked_cpu", "--ops", "selective_scan", "--format", "json"});
+    CHECK(json.status == 1);
+    CHECK(json.out.find("{\"error\":{\"code\":\"no-admissible-capsule\",\"message\":\"no admissible kernel capsule "
+                        "for op selective_scan on device cpu\"") == 0);
+    CHECK(json.out.find("\"candidates\":[{\"capsule\":\"native_cuda.selective_scan\",\"reasons\":[\"targets cuda, "
+                        "not requested cpu\"") != std::string::npos);
+  }
+
+  TEST_CASE("future profiles fail to plan rather than fall back") {
+    const CliRun run = cli({"plan", "--profile", "future_metal", "--ops", "matmul"});
+    CHECK(run.status == 1);
+    CHECK(run.err.find("no admissible kernel capsule for op matmul on device metal\n") == 0);
+  }
+
+  TEST_CASE("check: seed 002's evidence lines under checked, accepted under external") {
+    const CliRun strict = cli({"check", "--profile", "libtorch_forward_cuda", "--ops", "scaled_dot_product_attention",
+                               "--assurance", "checked"});
+    CHECK(strict.status == 1);
+    CHECK(strict.out.find("checked: rejected libtorch.sdpa_forward value\n"
+                          "  trusted boundary: LibTorch/CUDA SDPA implementation\n") == 0);
+    CHECK(strict.out.find("checked: gate rejected libtorch.sdpa_forward: libtorch.sdpa_forward uses rejected trust "
+                          "level trusted-external for scaled_dot_product_attention\n") != std::string::npos);
+    const CliRun external = cli({"check", "--profile", "libtorch_forward_cuda", "--ops", "scaled_dot_product_attention"});
+    CHECK(external.status == 0);
+    CHECK(external.out == "external: accepted\n");
+  }
+
+  TEST_CASE("check --graph prints groups and the verdict") {
+    const CliRun run = cli({"check", "--profile", "checked_cpu", "--graph",
+                            (source_dir() / "examples/graphs/mlp-4-8-1.graph.toml").string()});
+    CHECK(run.status == 0);
+    check_golden("check_graph_mlp.txt", normalize(run.out));
+  }
+
+  TEST_CASE("explain shows every candidate and the result") {
+    const CliRun run = cli({"explain", "--profile", "libtorch_forward_strict", "--op", "scaled_dot_product_attention"});
+    CHECK(run.status == 0);
+    check_golden("explain_strict_sdpa.txt", normalize(run.out));
+  }
+
+  TEST_CASE("list capsules, profiles and ops") {
+    const CliRun capsules = cli({"list", "capsules", "--op", "scaled_dot_product_attention", "--device", "cuda"});
+    CHECK(capsules.status == 0);
+    CHECK(capsules.out ==
+          "native_cuda.direct_attention op=scaled_dot_product_attention provider=native-cuda device=cuda trust=checked "
+          "vjp=backend-vjp reduction=implementation-defined module=attention\n"
+          "torchlean.composed_attention op=scaled_dot_product_attention provider=torchlean device=cuda trust=checked "
+          "vjp=torchlean-tape reduction=implementation-defined module=attention\n"
+          "libtorch.sdpa_forward op=scaled_dot_product_attention provider=libtorch device=cuda trust=trusted-external "
+          "vjp=torchlean-tape reduction=implementation-defined module=libtorch\n"
+          "libtorch.sdpa_autograd op=scaled_dot_product_attention provider=libtorch device=cuda trust=trusted-external "
+          "vjp=external-autograd reduction=implementation-defined module=libtorch\n");
+    const CliRun profiles = cli({"list", "profiles", "--format", "json"});
+    CHECK(profiles.status == 0);
+    CHECK(profiles.out.find("{\"name\":\"checked_cpu\",\"device\":\"cpu\",\"provider\":\"auto\",\"assurance\":\"checked\"") !=
+          std::string::npos);
+    const CliRun ops = cli({"list", "ops"});
+    CHECK(ops.status == 0);
+    CHECK(ops.out.find("rand_uniform (no vjp required): cpu=1, cuda=1\n") == 0);
+    CHECK(ops.out.find("custom: no capsules\n") != std::string::npos);
+  }
+
+  TEST_CASE("usage errors exit 2 with a suggestion") {
+    const CliRun profile = cli({"plan", "--profile", "checked_cpuu", "--ops", "relu"});
+    CHECK(profile.status == 2);
+    CHECK(profile.err.find("unknown profile `checked_cpuu`") != std::string::npos);
+    CHECK(profile.err.find("did you mean `checked_cpu`?") != std::string::npos);
+    const CliRun op = cli({"plan", "--profile", "checked_cpu", "--ops", "matmul,rleu"});
+    CHECK(op.status == 2);
+    CHECK(op.err.find("did you mean `relu`?") != std::string::npos);
+    const CliRun command = capsule::testing::run_cli({"plna"});
+    CHECK(command.status == 2);
+    CHECK(command.err.find("did you mean `plan`?") != std::string::npos);
+    const CliRun both = cli({"plan", "--profile", "checked_cpu"});
+    CHECK(both.status == 2);
+    const CliRun flag = cli({"plan", "--profile", "checked_cpu", "--ops", "relu", "--bogus"});
+    CHECK(flag.status == 2);
+    CHECK(capsule::testing::run_cli({}).status == 2);
+  }
+
+  TEST_CASE("files that fail to load exit 2; --help and --version exit 0") {
+    const auto dir = scratch_dir("broken");
+    std::filesystem::create_directories(dir / "catalogs");
+    std::ofstream(dir / "catalogs/broken.toml") << "schema = 1\nmodule = \n";
+    const CliRun run = capsule::testing::run_cli({"plan", "--profile", "checked_cpu", "--ops", "relu", "--catalogs",
+                                                  (dir / "catalogs").string(), "--profiles",
+                                                  (source_dir() / "profiles").string()});
+    CHECK(run.status == 2);
+    CHECK(run.err.find("broken.toml:2:10: error[parse-error]") != std::string::npos);
+    const CliRun help = capsule::testing::run_cli({"--help"});
+    CHECK(help.status == 0);
+    CHECK(help.out.find("usage: capsule <command>") != std::string::npos);
+    const CliRun plan_help = capsule::testing::run_cli({"plan", "--help"});
+    CHECK(plan_help.status == 0);
+    CHECK(plan_help.out.find("--graph") != std::string::npos);
+    const CliRun version = capsule::testing::run_cli({"--version"});
+    CHECK(version.status == 0);
+    CHECK(version.out.find("capsule 0.1.0") == 0);
+  }
+
+  TEST_CASE("editing a catalog changes the plan without a rebuild") {
+    const auto dir = scratch_dir("edit");
+    std::filesystem::copy(source_dir() / "catalogs", dir / "catalogs");
+    const auto run_plan = [&] {
+      return capsule::testing::run_cli({"plan", "--profile", "libtorch_forward_cuda", "--ops", "scaled_dot_product_attention",
+                                        "--catalogs", (dir / "catalogs").string(), "--profiles",
+                                        (source_dir() / "profiles").string()});
+    };
+    CHECK(run_plan().out.find("scaled_dot_product_attention: libtorch.sdpa_forward") != std::string::npos);
+    // Remove the LibTorch capsules: the same profile now selects native CUDA attention.
+    std::filesystem::remove(dir / "catalogs/libtorch.toml");
+    std::ofstream(dir / "catalogs/libtorch.toml") << "schema = 1\nmodule = \"libtorch\"\ncapsule = []\n";
+    const CliRun after = run_plan();
+    CHECK(after.status == 0);
+    CHECK(after.out.find("scaled_dot_product_attention: native_cuda.direct_attention") != std::string::npos);
+  }
+}
