@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets everything up and passes the tests: the main build's CTest suite (GPU-labelled tests are
+# skipped on machines without a device), the same engine tests under AddressSanitizer and
+# UndefinedBehaviorSanitizer, and a bounded libFuzzer run over the loaders (clang).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash tools/setup.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== tests (main build)"
+(cd build && ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz')
+
+echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCAPSULE_SANITIZE=ON -DCAPSULE_BENCHMARKS=OFF >/dev/null
+cmake --build build-asan -j"$jobs" --target capsule_tests capsule
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz|install|bench')
+
+echo "== bounded libFuzzer run over the catalog, profile and graph loaders"
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPSULE_FUZZ=ON \
+  -DCAPSULE_BENCHMARKS=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target capsule_fuzz_loaders
+(cd build-fuzz && ctest --output-on-failure -L fuzz)
