@@ -26,6 +26,7 @@ std::vector<std::string> distinct_capsule_names(std::span<const PlannedKernel> k
 
 std::vector<KernelGroup> coalesce(const GraphKernelPlan& plan) {
   std::vector<KernelGroup> groups;
+  groups.reserve(plan.kernels.size() / 4 + 1);
   for (const PlannedNodeKernel& k : plan.kernels) {
     if (!groups.empty()) {
       KernelGroup& last = groups.back();

@@ -49,19 +49,33 @@ std::optional<Op> ir_node_op(std::string_view kind, bool& known) {
 
 Diagnostics check_well_formed(const Graph& graph) {
   Diagnostics out;
-  std::unordered_set<std::uint32_t> earlier;
-  earlier.reserve(graph.nodes.size());
+  // Ids are usually dense (0..n-1), so a bitmap makes this linear with a tiny constant; sparse
+  // ids fall back to a hash set.
+  std::uint32_t max_id = 0;
+  for (const GraphNode& node : graph.nodes) max_id = std::max(max_id, node.id);
+  const bool dense = max_id <= 4 * graph.nodes.size() + 1024;
+  std::vector<bool> seen_bits(dense ? std::size_t{max_id} + 1 : 0);
+  std::unordered_set<std::uint32_t> seen_set;
+  if (!dense) seen_set.reserve(graph.nodes.size());
+  const auto seen = [&](std::uint32_t id) {
+    if (dense) return id < seen_bits.size() && seen_bits[id];
+    return seen_set.count(id) != 0;
+  };
   for (const GraphNode& node : graph.nodes) {
     for (const std::uint32_t input : node.inputs) {
-      if (!earlier.count(input)) {
+      if (!seen(input)) {
         out.push_back(Diagnostic{Severity::Error, DiagCode::InvalidGraph, node.where,
                                  str("node ", node.id, " takes input ", input, ", which is not an earlier node"),
                                  {}, "inputs must name nodes declared before this one"});
       }
     }
-    if (!earlier.insert(node.id).second) {
+    if (seen(node.id)) {
       out.push_back(Diagnostic{Severity::Error, DiagCode::InvalidGraph, node.where,
                                str("duplicate node id ", node.id), {}, "node ids must be unique"});
+    } else if (dense) {
+      seen_bits[node.id] = true;
+    } else {
+      seen_set.insert(node.id);
     }
   }
   return out;
