@@ -16,10 +16,9 @@ ResolvedProfile shipped_profile(std::string_view name) {
   return std::move(*resolved);
 }
 
-CliRun run_cli(std::vector<std::string> args) {
+CliRun run_cli(std::vector<std::string> args, const cli::Environment& env) {
   std::ostringstream out;
   std::ostringstream err;
-  cli::Environment env;
   CliRun run;
   run.status = cli::run(args, out, err, env);
   run.out = out.str();

@@ -110,7 +110,8 @@ TEST_SUITE("catalog") {
     CHECK(reference.source.path.ends_with("catalogs/reference.toml"));
     CHECK(reference.source.sha256 == sha256_hex(capsule::testing::read_text(reference.source.path)));
     CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    CHECK(sha256_hex(std::string(1000, 'x')).size() == 64);
+    // 1000 bytes span several blocks and a padding block; checked against sha256sum.
+    CHECK(sha256_hex(std::string(1000, 'x')) == "44f8354494a5ba03ba1792a8d3e9c534c47a9181980fde7a3f44b06ef2ae7c7f");
   }
 
   TEST_CASE("a value claim in the shape field is a misaligned contract at its position") {
@@ -143,6 +144,21 @@ TEST_SUITE("catalog") {
           "capsule `a` declares vjp `backend-vjp` but its vjp contract claims mode `torchlean-tape`");
     CHECK(diagnostics[1].message.find("says vjp-unavailable") != std::string::npos);
     CHECK(diagnostics[2].message.find("has vjp `none`, so its vjp contract must be vjp-unavailable") != std::string::npos);
+  }
+
+  TEST_CASE("every problem of one capsule is reported in the same run") {
+    const std::string text = std::string(kHeader) +
+                             "[[capsule]]\nname = \"several\"\nop = \"relu\"\ntrust = \"trusted-external\"\n"
+                             "vjp = \"backend-vjp\"\n"
+                             "contracts.shape = { claim = \"value-refinement\", evidence = { kind = \"test-suite\", name = \"s\" } }\n"
+                             "contracts.layout = { claim = \"layout-compatibility\", evidence = { kind = \"runtime-guard\", name = \"g\" } }\n";
+    Diagnostics diagnostics;
+    CHECK_FALSE(parse_catalog(text, "several.toml", LoadOptions{}, diagnostics).has_value());
+    std::vector<DiagCode> codes;
+    for (const Diagnostic& d : diagnostics) codes.push_back(d.code);
+    // Missing reason, misfiled shape claim, layout claim without a layout, vjp mode mismatch.
+    CHECK(codes == std::vector<DiagCode>{DiagCode::MissingField, DiagCode::MisalignedContract,
+                                         DiagCode::MissingField, DiagCode::MisalignedContract});
   }
 
   TEST_CASE("unknown keys and spellings suggest the nearest name") {
@@ -222,6 +238,15 @@ TEST_SUITE("catalog") {
     CHECK(autograd->availability.providers.contains(Provider::Libtorch));
     CHECK(autograd->policy.provider == ProviderPreference::only(Provider::Libtorch));
     CHECK(autograd->policy.vjp == VjpMode::ExternalAutograd);
+
+    // In a directory, an unknown module is reported at the offending array element.
+    Workspace bad = load_workspace({capsule::testing::source_dir() / "catalogs"},
+                                   {capsule::testing::test_data() / "unknown-module-profile"});
+    REQUIRE(bad.diagnostics.size() == 1);
+    CHECK(bad.diagnostics[0].code == DiagCode::UnknownModule);
+    CHECK(bad.diagnostics[0].where.line == 5);
+    CHECK(bad.diagnostics[0].where.column == 25);
+    CHECK(bad.diagnostics[0].help == "did you mean `reference`?");
 
     Workspace workspace = load_workspace({capsule::testing::source_dir() / "catalogs"}, {});
     Diagnostics diagnostics;

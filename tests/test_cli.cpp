@@ -149,7 +149,8 @@ TEST_SUITE("cli") {
                           "level trusted-external for scaled_dot_product_attention\n") != std::string::npos);
     const CliRun external = cli({"check", "--profile", "libtorch_forward_cuda", "--ops", "scaled_dot_product_attention"});
     CHECK(external.status == 0);
-    CHECK(external.out == "external: accepted\n");
+    CHECK(external.out.find("external: accepted\nsources:\n  ") == 0);
+    CHECK(external.out.find("catalogs/libtorch.toml sha256 ") != std::string::npos);
   }
 
   TEST_CASE("check --graph prints groups and the verdict") {
@@ -223,6 +224,50 @@ TEST_SUITE("cli") {
     const CliRun version = capsule::testing::run_cli({"--version"});
     CHECK(version.status == 0);
     CHECK(version.out.find("capsule 0.1.0") == 0);
+  }
+
+  TEST_CASE("hostile inputs are diagnostics, never crashes") {
+    const auto dir = scratch_dir("hostile");
+    std::filesystem::create_directories(dir / "catalogs");
+    std::filesystem::create_symlink(dir / "catalogs/loop.toml", dir / "catalogs/loop.toml");
+    const CliRun loop = capsule::testing::run_cli({"lint", "--catalogs", (dir / "catalogs").string(), "--profiles",
+                                                   (source_dir() / "profiles").string()});
+    CHECK(loop.status == 2);
+    CHECK(loop.out.find("loop.toml: error[io-error]: cannot read") != std::string::npos);
+
+    const CliRun missing = cli({"plan", "--profile", "no/such/profile.toml", "--ops", "relu"});
+    CHECK(missing.status == 2);
+    CHECK(missing.err.find("cannot read profile file `no/such/profile.toml`: no such file") != std::string::npos);
+
+    const CliRun graph_dir = cli({"plan", "--profile", "checked_cpu", "--graph", dir.string()});
+    CHECK(graph_dir.status == 2);
+    CHECK(graph_dir.err.find("error[io-error]: not a regular file") != std::string::npos);
+
+    const CliRun guessed = cli({"plan", "--profile", "checked_cpu", "--ops", "relu", "--form", "json"});
+    CHECK(guessed.status == 2);  // no abbreviation guessing
+
+    capsule::cli::Environment env;
+    env.today = "2019-13-45";
+    const CliRun today = capsule::testing::run_cli(with_data({"lint"}), env);
+    CHECK(today.status == 2);
+    CHECK(today.err.find("CAPSULE_TODAY=2019-13-45 is not a date") != std::string::npos);
+  }
+
+  TEST_CASE("CAPSULE_TODAY judges trust expiry") {
+    const auto dir = scratch_dir("expiry");
+    std::filesystem::create_directories(dir / "catalogs");
+    std::filesystem::create_directories(dir / "profiles");
+    std::ofstream(dir / "catalogs/vendor.toml") << read_text(test_data() / "lint/expiring.toml");
+    capsule::cli::Environment env;
+    env.today = "2027-01-01";
+    const std::vector<std::string> args{"lint", "--catalogs", (dir / "catalogs").string(), "--profiles",
+                                        (dir / "profiles").string()};
+    const CliRun lapsed = capsule::testing::run_cli(args, env);
+    CHECK(lapsed.status == 1);
+    CHECK(lapsed.out.find("warning[expired-trust]: trust in capsule `vendor.relu` expired on 2026-12-31") !=
+          std::string::npos);
+    env.today = "2026-12-31";
+    CHECK(capsule::testing::run_cli(args, env).status == 0);
   }
 
   TEST_CASE("editing a catalog changes the plan without a rebuild") {

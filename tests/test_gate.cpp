@@ -57,6 +57,7 @@ Evidence trusted(std::string reason) { return Evidence{EvidenceKind::TrustedBoun
 TEST_SUITE("gate") {
   TEST_CASE("accepted plans can only be made by the gate") {
     static_assert(!std::is_default_constructible_v<AcceptedKernel>);
+    static_assert(!std::is_constructible_v<AcceptedKernel, Op, std::shared_ptr<const Capsule>, KernelPolicy>);
     static_assert(!std::is_constructible_v<AcceptedKernel, Op, const Capsule*, KernelPolicy>);
     static_assert(!std::is_default_constructible_v<AcceptedGraphKernelPlan>);
     static_assert(!std::is_constructible_v<AcceptedGraphKernelPlan, GraphKernelPlan, std::vector<KernelGroup>,

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "capsule/binding.hpp"
+#include "capsule/gate.hpp"
 #include "capsule/planner.hpp"
 #include "capsule/registry.hpp"
 #include "capsule/report.hpp"
@@ -171,11 +172,7 @@ TEST_SUITE("planner") {
     // The same graph under checked_cuda uses the native CUDA capsules.
     auto cuda = shipped_profile("checked_cuda").planner.plan_graph(*graph);
     REQUIRE(cuda.has_value());
-    CHECK(distinct_capsule_names(std::vector<PlannedKernel>{}).empty());
-    std::vector<std::string> names;
-    for (const auto& k : cuda->kernels) {
-      if (std::find(names.begin(), names.end(), k.capsule->name) == names.end()) names.push_back(k.capsule->name);
-    }
+    const std::vector<std::string> names = distinct_capsule_names(group_kernels(coalesce(*cuda)));
     CHECK(names == std::vector<std::string>{"native_cuda.reshape", "native_cuda.permute", "native_cuda.matmul",
                                             "native_cuda.broadcast", "native_cuda.add", "native_cuda.relu"});
   }
@@ -275,6 +272,20 @@ TEST_SUITE("planner") {
     // ...but not without the declaration: availability is never probed or assumed.
     Planner undeclared(*registry, Availability{}, policy);
     CHECK(undeclared.chosen(Op::Relu) == nullptr);
+  }
+
+  TEST_CASE("CPU availability excludes every LibTorch capsule; CUDA availability with LibTorch admits all") {
+    const ResolvedProfile cpu = shipped_profile("checked_cpu");
+    const ResolvedProfile hybrid = shipped_profile("libtorch_forward_cuda");
+    std::size_t libtorch = 0;
+    for (const Capsule* c : hybrid.planner.registry().capsules()) {
+      if (c->provider != Provider::Libtorch) continue;
+      ++libtorch;
+      CHECK_FALSE(cpu.profile->availability.admits(*c));
+      CHECK(hybrid.profile->availability.admits(*c));
+    }
+    CHECK(libtorch == 2);
+    CHECK(hybrid.planner.available().capsules().size() == hybrid.planner.registry().capsules().size());
   }
 
   TEST_CASE("only excludes other providers and the error says so") {

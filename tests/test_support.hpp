@@ -33,7 +33,7 @@ struct CliRun {
 };
 
 /// Runs the CLI in-process with the working directory's relative paths left as given.
-CliRun run_cli(std::vector<std::string> args);
+CliRun run_cli(std::vector<std::string> args, const cli::Environment& env = {});
 
 /// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.
 std::string mask_digests(std::string text);

@@ -51,7 +51,7 @@ Obligation obligation_of(ClaimKind kind) {
 }
 
 bool same_identity(const Capsule& a, const Capsule& b) {
-  return a.name == b.name && a.summary == b.summary && a.op == b.op && a.provider == b.provider && a.device == b.device;
+  return a.name == b.name && a.op == b.op && a.provider == b.provider && a.device == b.device;
 }
 
 std::string claim_label(const Claim& claim) {

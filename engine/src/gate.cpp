@@ -3,6 +3,7 @@
 
 #include <unordered_set>
 
+#include "capsule/assert.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -112,6 +113,7 @@ std::string AcceptanceFailure::message() const {
 
 std::vector<AcceptanceFailure> acceptance_failures(const PlannedKernel& kernel, const KernelPolicy& policy) {
   using K = AcceptanceFailure::Kind;
+  CAPSULE_ASSERT(kernel.capsule != nullptr, "a planned kernel always names a capsule");
   std::vector<AcceptanceFailure> failures;
   const Capsule& c = *kernel.capsule;
   const auto add = [&](K kind, Obligation obligation = Obligation::Shape) {
@@ -140,7 +142,7 @@ std::vector<AcceptanceFailure> acceptance_failures(const PlannedKernel& kernel, 
 Result<AcceptedKernel, std::vector<AcceptanceFailure>> accept(const PlannedKernel& kernel, const KernelPolicy& policy) {
   std::vector<AcceptanceFailure> failures = acceptance_failures(kernel, policy);
   if (!failures.empty()) return fail(std::move(failures));
-  return AcceptedKernel(kernel.op, kernel.capsule, policy);
+  return AcceptedKernel(kernel.op, std::make_shared<const Capsule>(*kernel.capsule), policy);
 }
 
 Result<AcceptedGraphKernelPlan, GraphRejection> accept_graph(const GraphKernelPlan& plan, const KernelPolicy& policy,

@@ -24,6 +24,7 @@ struct Located {
 struct PartialContract {
   SourceLoc where;
   std::optional<ClaimKind> claim;
+  bool claim_given = false;  ///< the key was present (a bad spelling is already reported)
   std::optional<Op> op;
   std::optional<Located<Layout>> layout;
   std::optional<Located<VjpMode>> mode;
@@ -36,6 +37,7 @@ struct PartialContract {
 
 struct PartialCapsule {
   SourceLoc where;
+  std::vector<std::string_view> given_but_invalid;  ///< keys already reported as bad values
   std::optional<std::string> name;
   std::optional<std::string> summary;
   std::optional<Op> op;
@@ -112,6 +114,7 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
   PartialContract contract;
   contract.where = fields.where();
   contract.claim = fields.vocab<ClaimKind>("claim");
+  contract.claim_given = fields.node("claim") != nullptr;
   contract.op = fields.vocab<Op>("op");
   if (auto layout = fields.vocab<Layout>("layout")) contract.layout = Located<Layout>{*layout, context.at(*fields.node("layout"))};
   if (auto mode = fields.vocab<VjpMode>("mode")) contract.mode = Located<VjpMode>{*mode, context.at(*fields.node("mode"))};
@@ -142,12 +145,23 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
   return contract;
 }
 
-PartialCapsule parse_partial(FileContext& context, const toml::table& table, std::string what) {
+/// Parses [defaults] (`is_defaults`: no `name`, which must be unique per capsule) or a [[capsule]].
+PartialCapsule parse_partial(FileContext& context, const toml::table& table, std::string what, bool is_defaults) {
+  static constexpr std::array<std::string_view, 13> kCapsuleKeys{
+      "name", "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
+      "reason", "owner", "expires", "contracts"};
+  static constexpr std::array<std::string_view, 12> kDefaultKeys{
+      "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
+      "reason", "owner", "expires", "contracts"};
   Fields fields(context, table, std::move(what),
-                {"name", "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
-                 "reason", "owner", "expires", "contracts"});
+                is_defaults ? std::span<const std::string_view>(kDefaultKeys) : std::span<const std::string_view>(kCapsuleKeys));
   PartialCapsule partial;
   partial.where = fields.where();
+  // Records keys whose value was present but rejected, so `finish` does not also call them
+  // missing: one problem, one diagnostic.
+  const auto note_invalid = [&](const auto& value, std::string_view key) {
+    if (!value && fields.node(key) != nullptr) partial.given_but_invalid.push_back(key);
+  };
   partial.name = fields.string("name");
   partial.summary = fields.string("summary");
   partial.op = fields.vocab<Op>("op");
@@ -158,6 +172,13 @@ PartialCapsule parse_partial(FileContext& context, const toml::table& table, std
   partial.vjp = fields.vocab<VjpMode>("vjp");
   partial.reduction = fields.vocab<Reduction>("reduction");
   partial.reason = fields.string("reason");
+  note_invalid(partial.name, "name");
+  note_invalid(partial.op, "op");
+  note_invalid(partial.provider, "provider");
+  note_invalid(partial.device, "device");
+  note_invalid(partial.trust, "trust");
+  note_invalid(partial.vjp, "vjp");
+  note_invalid(partial.reduction, "reduction");
   partial.owner = fields.string("owner");
   if (auto expires = fields.date("expires")) partial.expires = Located<Date>{*expires, context.at(*fields.node("expires"))};
   if (const toml::table* contracts = fields.table("contracts")) {
@@ -216,8 +237,20 @@ struct Finisher {
 
   std::optional<Capsule> finish(const PartialCapsule& own, const PartialCapsule& defaults) {
     bool ok = true;
+    const auto reported = [&](std::string_view key) {
+      for (const PartialCapsule* p : {&own, &defaults}) {
+        for (const std::string_view bad : p->given_but_invalid) {
+          if (bad == key) return true;
+        }
+      }
+      return false;
+    };
     const auto require = [&](const auto& value, std::string_view key, std::string_view expectation) {
       if (value) return true;
+      if (reported(key)) {
+        ok = false;
+        return false;
+      }
       context.error(DiagCode::MissingField, own.where,
                     str("capsule", own.name ? str(" `", *own.name, "`") : std::string(), " is missing `", key,
                         "` (", expectation, "; set it on the capsule or in [defaults])"));
@@ -248,25 +281,27 @@ struct Finisher {
       if (chosen) contracts[i] = &*chosen;
       else require(chosen, str("contracts.", kContractKeys[i]), "every capsule states all four contracts");
     }
-    if (!ok) return std::nullopt;
+    // Without op and vjp nothing else can be judged; otherwise keep going so every problem of
+    // this capsule is reported in the same run.
+    if (!op || !vjp) return std::nullopt;
 
     Capsule capsule;
-    capsule.name = *name;
+    capsule.name = name.value_or("");
     capsule.summary = pick(own.summary, defaults.summary).value_or("");
     capsule.op = *op;
-    capsule.provider = *provider;
-    capsule.device = *device;
-    capsule.trust = *trust;
+    capsule.provider = provider.value_or(Provider::Reference);
+    capsule.device = device.value_or(Device::Cpu);
+    capsule.trust = trust.value_or(Trust::Checked);
     capsule.supports_forward = pick(own.forward, defaults.forward).value_or(true);
     capsule.vjp = *vjp;
-    capsule.numerical.reduction = *reduction;
+    capsule.numerical.reduction = reduction.value_or(Reduction::NotApplicable);
     capsule.trust_record.reason = pick(own.reason, defaults.reason).value_or("");
     capsule.trust_record.owner = pick(own.owner, defaults.owner).value_or("");
     const auto& expires = own.expires ? own.expires : defaults.expires;
     if (expires) capsule.trust_record.expires = expires->value;
     capsule.where = own.where;
 
-    if (capsule.trust == Trust::TrustedExternal) {
+    if (trust && capsule.trust == Trust::TrustedExternal) {
       if (capsule.trust_record.reason.empty()) {
         context.error(DiagCode::MissingField, own.where,
                       str("trusted-external capsule `", capsule.name,
@@ -277,12 +312,14 @@ struct Finisher {
     }
 
     for (const Obligation obligation : all_values<Obligation>()) {
+      if (contracts[static_cast<std::size_t>(obligation)] == nullptr) continue;  // reported above
       const PartialContract& partial = *contracts[static_cast<std::size_t>(obligation)];
+      bool contract_ok = true;
       const std::string field = str("contracts.", to_string(obligation));
       ContractDescriptor& descriptor = capsule.contract(obligation);
       if (!partial.claim || !partial.evidence) {
         // Missing pieces: report them unless the parse already reported a bad value there.
-        if (!partial.claim) {
+        if (!partial.claim_given) {
           context.error(DiagCode::MissingField, partial.where,
                         str("`", field, "` of capsule `", capsule.name, "` is missing `claim`"));
         }
@@ -304,7 +341,7 @@ struct Finisher {
           context.error(DiagCode::MissingField, partial.where,
                         str("`", field, "` of capsule `", capsule.name,
                             "` is missing `layout` (a layout-compatibility claim names its layout)"));
-          ok = false;
+          contract_ok = false;
         } else {
           descriptor.claim.layout = partial.layout->value;
         }
@@ -312,23 +349,26 @@ struct Finisher {
         context.error(DiagCode::InvalidValue, partial.layout->where,
                       str("`layout` belongs only to a layout-compatibility claim, not ",
                           to_string(descriptor.claim.kind)));
-        ok = false;
+        contract_ok = false;
       }
       if (descriptor.claim.kind == ClaimKind::VjpRefinement) {
         if (!partial.mode) {
           context.error(DiagCode::MissingField, partial.where,
                         str("`", field, "` of capsule `", capsule.name,
                             "` is missing `mode` (a vjp-refinement claim names its VJP mode)"));
-          ok = false;
+          contract_ok = false;
         } else {
           descriptor.claim.mode = partial.mode->value;
         }
       } else if (partial.mode) {
         context.error(DiagCode::InvalidValue, partial.mode->where,
                       str("`mode` belongs only to a vjp-refinement claim, not ", to_string(descriptor.claim.kind)));
-        ok = false;
+        contract_ok = false;
       }
-      if (!ok) continue;
+      if (!contract_ok) {
+        ok = false;
+        continue;
+      }
       if (!matches_obligation(capsule.op, capsule.vjp, obligation, descriptor.claim)) {
         context.error(DiagCode::MisalignedContract, partial.where,
                       describe_misalignment(capsule, obligation, descriptor.claim),
@@ -366,7 +406,7 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
   }
 
   PartialCapsule defaults;
-  if (const toml::table* table = top.table("defaults")) defaults = parse_partial(context, *table, "[defaults]");
+  if (const toml::table* table = top.table("defaults")) defaults = parse_partial(context, *table, "[defaults]", true);
 
   const toml::array* capsules = top.array("capsule");
   if (capsules == nullptr && top.node("capsule") == nullptr) {
@@ -384,7 +424,7 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
                       str("each `capsule` entry must be a [[capsule]] table, got ", detail::type_name(entry)));
         continue;
       }
-      auto capsule = finisher.finish(parse_partial(context, *table, "[[capsule]]"), defaults);
+      auto capsule = finisher.finish(parse_partial(context, *table, "[[capsule]]", false), defaults);
       if (!capsule) continue;
       auto [it, inserted] = seen.emplace(Identity{capsule->name, capsule->op, capsule->provider, capsule->device},
                                          capsule->where);

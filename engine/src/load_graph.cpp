@@ -104,7 +104,6 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
       }
       GraphNode node;
       node.where = context.at(*table);
-      bool ok = true;
       const toml::node* id = table->get("id");
       if (id == nullptr || id->as_integer() == nullptr || id->as_integer()->get() < 0 ||
           id->as_integer()->get() > std::int64_t{0xffffffff}) {
@@ -112,7 +111,6 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
                       id == nullptr ? node.where : context.at(*id),
                       id == nullptr ? std::string("node is missing `id` (a non-negative integer)")
                                     : str("node `id` must be a non-negative integer, got ", detail::render_value(*id)));
-        ok = false;
       } else {
         node.id = static_cast<std::uint32_t>(id->as_integer()->get());
       }
@@ -121,7 +119,6 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         context.error(kind == nullptr ? DiagCode::MissingField : DiagCode::WrongType,
                       kind == nullptr ? node.where : context.at(*kind),
                       "node `kind` must be a string: input, const, detach, an op or an IR spelling");
-        ok = false;
       } else {
         node.kind = kind->as_string()->get();
         bool known = false;
@@ -131,21 +128,18 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
           context.error(DiagCode::UnknownSpelling, context.at(*kind),
                         str("unknown node kind `", node.kind, "` (expected input, const, detach, an op of SPEC §3, or an IR spelling of §5.1)"),
                         nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
-          ok = false;
         }
       }
       if (const toml::node* inputs = table->get("inputs")) {
         const auto* list = inputs->as_array();
         if (list == nullptr) {
           context.error(DiagCode::WrongType, context.at(*inputs), "node `inputs` must be an array of node ids");
-          ok = false;
         } else {
           for (const toml::node& input : *list) {
             const auto* number = input.as_integer();
             if (number == nullptr || number->get() < 0 || number->get() > std::int64_t{0xffffffff}) {
               context.error(DiagCode::WrongType, context.at(input),
                             str("node inputs must be non-negative integer ids, got ", detail::render_value(input)));
-              ok = false;
             } else {
               node.inputs.push_back(static_cast<std::uint32_t>(number->get()));
             }
@@ -164,9 +158,19 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         return x.line != y.line ? x.line < y.line : x.column < y.column;
       });
       for (const auto& [key, value] : extra) {
+        // Payload keys are free-form, but a near miss of a structural key would silently drop
+        // the node's inputs or kind, so it is an error with a suggestion.
+        const std::string nearest = nearest_name(key->str(), {"id", "kind", "inputs"});
+        if (!nearest.empty() && edit_distance(key->str(), nearest) <= 2 && key->str().size() >= 4) {
+          context.error(DiagCode::UnknownKey, context.at(key->source()),
+                        str("node key `", key->str(), "` looks like a misspelled `", nearest, "`"),
+                        str("did you mean `", nearest, "`?"));
+        }
         node.payload.emplace_back(std::string(key->str()), detail::render_value(*value));
       }
-      if (ok) graph.nodes.push_back(std::move(node));
+      // A node with an error is kept for the id checks below, so later nodes that read it are
+      // not blamed for a missing input; the graph as a whole is still rejected.
+      if (id != nullptr && id->as_integer() != nullptr) graph.nodes.push_back(std::move(node));
     }
   }
   for (Diagnostic& d : check_well_formed(graph)) {

@@ -3,6 +3,7 @@
 // checked, vjp torchlean-tape, coalesced lowering); availability is never defaulted, because a
 // profile that forgot to declare its devices would silently plan nothing.
 #include "capsule/load.hpp"
+#include "load_internal.hpp"
 #include "toml_reader.hpp"
 
 namespace capsule {
@@ -10,6 +11,9 @@ namespace {
 
 using detail::Fields;
 using detail::FileContext;
+using detail::render_value;
+using detail::type_name;
+using detail::vocab_value;
 
 template <class E>
 std::optional<EnumSet<E>> parse_set(FileContext& context, Fields& fields, std::string_view key) {
@@ -18,7 +22,7 @@ std::optional<EnumSet<E>> parse_set(FileContext& context, Fields& fields, std::s
   EnumSet<E> set;
   bool ok = true;
   for (const toml::node& item : *items) {
-    if (auto value = detail::vocab_value<E>(context, item, key)) set.insert(*value);
+    if (auto value = vocab_value<E>(context, item, key)) set.insert(*value);
     else ok = false;
   }
   if (!ok) return std::nullopt;
@@ -29,14 +33,14 @@ std::optional<ProviderPreference> parse_preference(FileContext& context, const t
   if (const auto* text = node.as_string()) {
     if (text->get() == "auto") return ProviderPreference::automatic();
     context.error(DiagCode::UnknownSpelling, context.at(node),
-                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_value(node)),
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", render_value(node)),
                   "write { prefer = \"" + text->get() + "\" } or { only = \"" + text->get() + "\" }");
     return std::nullopt;
   }
   const auto* table = node.as_table();
   if (table == nullptr) {
     context.error(DiagCode::WrongType, context.at(node),
-                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::type_name(node)));
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", type_name(node)));
     return std::nullopt;
   }
   Fields fields(context, *table, "provider preference", {"prefer", "only"});
@@ -66,7 +70,7 @@ std::optional<AssurancePolicy> parse_assurance(FileContext& context, const toml:
   const auto* table = node.as_table();
   if (table == nullptr) {
     context.error(DiagCode::WrongType, context.at(node),
-                  str("`assurance` must be \"checked\", \"external\" or a table, got ", detail::type_name(node)));
+                  str("`assurance` must be \"checked\", \"external\" or a table, got ", type_name(node)));
     return std::nullopt;
   }
   Fields fields(context, *table, "assurance", {"trust", "evidence"});
@@ -93,7 +97,7 @@ std::optional<Target> parse_target(FileContext& context, const toml::table& tabl
   read(target.accelerator, "accelerator");
   if (const toml::array* features = fields.array("features")) {
     for (const toml::node& item : *features) {
-      if (auto feature = detail::vocab_value<BuildFeature>(context, item, "features")) target.features.push_back(*feature);
+      if (auto feature = vocab_value<BuildFeature>(context, item, "features")) target.features.push_back(*feature);
       else ok = false;
     }
   }
@@ -103,15 +107,18 @@ std::optional<Target> parse_target(FileContext& context, const toml::table& tabl
 
 }  // namespace
 
-std::optional<Profile> parse_profile(std::string_view text, const std::string& path, const LoadOptions&,
-                                     Diagnostics& out) {
-  auto root = detail::parse_toml(text, path, out);
+namespace detail {
+
+std::optional<Profile> parse_profile_partial(std::string_view text, const std::string& path, Diagnostics& out,
+                                             bool& complete) {
+  complete = false;
+  auto root = parse_toml(text, path, out);
   if (!root) return std::nullopt;
   FileContext context(path, out);
   Fields top(context, *root, "profile",
              {"schema", "name", "summary", "device", "provider", "assurance", "vjp", "lowering", "modules",
               "availability", "target", "with_catalogs"});
-  detail::check_schema(context, top);
+  check_schema(context, top);
 
   Profile profile;
   profile.source.path = path;
@@ -142,7 +149,7 @@ std::optional<Profile> parse_profile(std::string_view text, const std::string& p
         profile.module_name_locs.push_back(context.at(item));
       } else {
         context.error(DiagCode::WrongType, context.at(item),
-                      str("`modules` entries must be module names (strings), got ", detail::type_name(item)));
+                      str("`modules` entries must be module names (strings), got ", type_name(item)));
       }
     }
     if (modules->empty()) context.error(DiagCode::InvalidValue, context.at(*modules), "`modules` must not be empty");
@@ -174,21 +181,33 @@ std::optional<Profile> parse_profile(std::string_view text, const std::string& p
     for (const toml::node& item : *extra) {
       if (const auto* file = item.as_string()) profile.with_catalogs.emplace_back(file->get(), context.at(item));
       else context.error(DiagCode::WrongType, context.at(item),
-                         str("`with_catalogs` entries must be catalog file paths, got ", detail::type_name(item)));
+                         str("`with_catalogs` entries must be catalog file paths, got ", type_name(item)));
     }
   }
-  if (context.failed()) return std::nullopt;
+  if (profile.module_names.size() > 0 && !context.failed() &&
+      !profile.availability.devices.contains(profile.policy.device)) {
+    context.report(Severity::Warning, DiagCode::InvalidValue, profile.where,
+                   str("profile `", profile.name, "` plans for device `", to_string(profile.policy.device),
+                       "`, which its own availability does not declare; every plan will fail"),
+                   "add the device to [availability] devices, or the accelerator to [target]");
+  }
+  if (!context.failed() && profile.policy.assurance.trust.empty()) {
+    context.report(Severity::Warning, DiagCode::InvalidValue, profile.where,
+                   str("profile `", profile.name, "` admits no trust level; every plan will fail"));
+  }
+  complete = !context.failed();
   return profile;
 }
 
-std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options, Diagnostics& out) {
+std::optional<Profile> load_profile_partial(const std::filesystem::path& file, const LoadOptions& options,
+                                            Diagnostics& out, bool& complete) {
+  complete = false;
   const std::string path = file.string();
-  auto contents = detail::read_file(path, out);
+  auto contents = read_file(path, out);
   if (!contents) return std::nullopt;
-  auto profile = parse_profile(contents->text, path, options, out);
+  auto profile = parse_profile_partial(contents->text, path, out, complete);
   if (!profile) return std::nullopt;
   profile->source.sha256 = contents->sha256;
-  bool ok = true;
   for (const auto& [relative, where] : profile->with_catalogs) {
     const std::filesystem::path catalog = file.parent_path() / relative;
     Diagnostics local;
@@ -198,12 +217,28 @@ std::optional<Profile> load_profile(const std::filesystem::path& file, const Loa
         d.where = where;
         d.message = str("cannot read catalog `", catalog.string(), "` named in `with_catalogs`");
       }
-      if (d.severity == Severity::Error) ok = false;
+      if (d.severity == Severity::Error) complete = false;
       out.push_back(std::move(d));
     }
     if (module) profile->with_modules.push_back(std::make_shared<const CapsuleModule>(std::move(*module)));
   }
-  if (!ok) return std::nullopt;
+  return profile;
+}
+
+}  // namespace detail
+
+std::optional<Profile> parse_profile(std::string_view text, const std::string& path, const LoadOptions&,
+                                     Diagnostics& out) {
+  bool complete = false;
+  auto profile = detail::parse_profile_partial(text, path, out, complete);
+  if (!complete) return std::nullopt;
+  return profile;
+}
+
+std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options, Diagnostics& out) {
+  bool complete = false;
+  auto profile = detail::load_profile_partial(file, options, out, complete);
+  if (!complete) return std::nullopt;
   return profile;
 }
 

@@ -75,8 +75,8 @@ const Capsule* choose(const KernelPolicy& policy, Op op, std::span<const Capsule
 }
 
 std::string PlanError::render() const {
-  std::string out = message;
-  if (node_id) out += str(" (graph node ", *node_id, ")");
+  std::string out = message;  // TorchLean's first line, unchanged
+  if (node_id) out += str("\n  at graph node ", *node_id);
   if (candidates.empty()) {
     out += str("\n  no capsule in the profile's modules implements ", to_string(op));
   }

@@ -331,8 +331,8 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
   return {};
 }
 
-std::string plan_error_report(const PlanError& error, ReportFormat format) {
-  if (format != ReportFormat::Json) return error.render() + "\n";
+std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources) {
+  if (format != ReportFormat::Json) return error.render() + "\n" + sources_block(sources) + "\n";
   JsonWriter json;
   json.begin_object().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);
   json.field("op", to_string(error.op));
@@ -341,7 +341,10 @@ std::string plan_error_report(const PlanError& error, ReportFormat format) {
   for (const CandidateVerdict& v : error.candidates) {
     json.begin_object().field("capsule", v.capsule->name).string_array("reasons", v.reasons).end_object();
   }
-  json.end_array().end_object().end_object();
+  json.end_array().end_object();
+  json.key("sources").begin_array();
+  for (const SourceFile& file : sources) json.begin_object().field("path", file.path).field("sha256", file.sha256).end_object();
+  json.end_array().end_object();
   return json.str() + "\n";
 }
 

@@ -39,7 +39,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size() * width + b.size()];
 }
 
-std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates) {
+std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates,
+                         bool any_distance) {
   std::string_view best;
   std::size_t best_distance = static_cast<std::size_t>(-1);
   for (const std::string_view candidate : candidates) {
@@ -51,7 +52,7 @@ std::string nearest_name(std::string_view value, const std::vector<std::string_v
   }
   // A suggestion further away than half the word is noise, not help.
   const std::size_t limit = std::max<std::size_t>(2, value.size() / 2);
-  if (best.empty() || best_distance > limit) return {};
+  if (best.empty() || (!any_distance && best_distance > limit)) return {};
   return std::string(best);
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "toml_reader.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -80,9 +81,9 @@ std::string render_value(const toml::node& node) {
 }
 
 Fields::Fields(FileContext& context, const toml::table& table, std::string what,
-               std::initializer_list<std::string_view> allowed)
+               std::span<const std::string_view> allowed)
     : context_(context), table_(table), what_(std::move(what)) {
-  std::vector<std::string_view> names(allowed);
+  std::vector<std::string_view> names(allowed.begin(), allowed.end());
   for (auto&& [key, value] : table_) {
     bool known = false;
     for (const std::string_view name : names) known = known || key.str() == name;
@@ -158,6 +159,12 @@ const toml::array* Fields::array(std::string_view key) {
 }
 
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path, 0, 0},
+                             std::filesystem::exists(path, error) ? "not a regular file" : "no such file", {}, {}});
+    return std::nullopt;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path, 0, 0},

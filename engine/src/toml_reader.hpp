@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,7 +58,10 @@ class Fields {
  public:
   /// `what` names the table in messages, e.g. "capsule" or "contracts.shape".
   Fields(FileContext& context, const toml::table& table, std::string what,
-         std::initializer_list<std::string_view> allowed);
+         std::span<const std::string_view> allowed);
+  Fields(FileContext& context, const toml::table& table, std::string what,
+         std::initializer_list<std::string_view> allowed)
+      : Fields(context, table, std::move(what), std::span<const std::string_view>(allowed.begin(), allowed.size())) {}
 
   const toml::table& table() const { return table_; }
   SourceLoc where() const { return context_.at(table_); }

@@ -19,7 +19,7 @@ VocabError unknown_spelling(std::string_view kind, std::string_view value,
   } else {
     error.message = str("unknown ", kind, " `", value, "` (expected one of: ", listed, ")");
   }
-  error.nearest = nearest_name(value, names);
+  error.nearest = nearest_name(value, names, /*any_distance=*/true);
   return error;
 }
 

@@ -7,6 +7,7 @@
 #include "capsule/load.hpp"
 #include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
+#include "load_internal.hpp"
 
 namespace capsule {
 namespace {
@@ -21,10 +22,26 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
                              "not a readable directory", {}, {}});
     return files;
   }
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    const bool graph = name.size() > 11 && name.ends_with(".graph.toml");
-    if (entry.is_regular_file() && entry.path().extension() == ".toml" && !graph) files.push_back(entry.path());
+  // error_code overloads throughout: a dangling link or a symlink loop is a diagnostic, not a
+  // crash.
+  std::filesystem::directory_iterator it(dir, error);
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::filesystem::path& path = it->path();
+    const std::string name = path.filename().string();
+    if (path.extension() != ".toml" || name.ends_with(".graph.toml")) continue;
+    std::error_code status;
+    if (!it->is_regular_file(status)) {
+      if (status) {
+        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path.string(), 0, 0},
+                                 str("cannot read: ", status.message()), {}, {}});
+      }
+      continue;
+    }
+    files.push_back(path);
+  }
+  if (error) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{dir.string(), 0, 0},
+                             str("cannot list directory: ", error.message()), {}, {}});
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -61,7 +78,11 @@ void check_profile(const Workspace& workspace, const Profile& profile, Diagnosti
   // Identity duplicates across the modules this profile combines (TorchLean validateModules).
   using Identity = std::tuple<std::string_view, Op, Provider, Device>;
   std::map<Identity, const Capsule*> seen;
+  std::vector<const CapsuleModule*> visited;
   for (const ModulePtr& module : *resolved) {
+    // A module listed twice is already reported above; its capsules are not duplicates too.
+    if (std::find(visited.begin(), visited.end(), module.get()) != visited.end()) continue;
+    visited.push_back(module.get());
     for (const Capsule& c : module->capsules) {
       auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
       if (!inserted) {
@@ -127,13 +148,18 @@ Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
       workspace.modules.push_back(std::make_shared<const CapsuleModule>(std::move(*module)));
     }
   }
+  std::vector<Profile> incomplete;  // profiles with errors still get their module names checked
   for (const auto& dir : profile_dirs) {
     for (const auto& file : toml_files(dir, workspace.diagnostics)) {
-      auto profile = load_profile(file, options, workspace.diagnostics);
-      if (profile) add_profile(workspace, std::make_shared<const Profile>(std::move(*profile)));
+      bool complete = false;
+      auto profile = detail::load_profile_partial(file, options, workspace.diagnostics, complete);
+      if (!profile) continue;
+      if (complete) add_profile(workspace, std::make_shared<const Profile>(std::move(*profile)));
+      else incomplete.push_back(std::move(*profile));
     }
   }
   for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics);
+  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics);
   return workspace;
 }
 

@@ -79,9 +79,12 @@ LoadOptions load_options(const Environment& env) {
   if (!env.today.empty()) {
     int y = 0;
     unsigned m = 0, d = 0;
-    if (std::sscanf(env.today.c_str(), "%d-%u-%u", &y, &m, &d) == 3) {
-      options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+    char extra = 0;
+    if (std::sscanf(env.today.c_str(), "%d-%u-%u%c", &y, &m, &d, &extra) != 3 ||
+        !Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}}.ok()) {
+      throw UsageError{str("CAPSULE_TODAY=", env.today, " is not a date (expected YYYY-MM-DD)")};
     }
+    options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
   }
   return options;
 }
@@ -97,7 +100,9 @@ po::options_description data_options() {
 po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
                         const po::positional_options_description& positional = {}) {
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  // No abbreviation guessing: `--form` must not silently mean `--format` in a CI script.
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(), vm);
   po::notify(vm);
   return vm;
 }
@@ -150,8 +155,12 @@ std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
 /// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
   std::error_code error;
-  if ((name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos) &&
-      fs::is_regular_file(name_or_file, error)) {
+  const bool looks_like_file = name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos;
+  if (looks_like_file && !fs::is_regular_file(name_or_file, error)) {
+    throw UsageError{str("cannot read profile file `", name_or_file, "`: ",
+                         fs::exists(name_or_file, error) ? "not a regular file" : "no such file")};
+  }
+  if (looks_like_file) {
     const std::size_t before = workspace.diagnostics.size();
     ProfilePtr profile = add_profile_file(workspace, name_or_file, load_options(ctx.env));
     ctx.err << render(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
@@ -197,14 +206,6 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
                                        data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
                                        load_options(ctx.env));
-  // Beyond loading: every profile must resolve to a valid registry.
-  for (const ProfilePtr& profile : workspace.profiles) {
-    auto resolved = resolve_profile(workspace, profile);
-    if (!resolved && !has_errors(workspace.diagnostics)) {
-      workspace.diagnostics.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateModule, profile->where,
-                                                 resolved.error(), {}, {}});
-    }
-  }
   ctx.out << format_diagnostics(workspace.diagnostics, format, CAPSULE_VERSION);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
@@ -251,7 +252,7 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
   std::optional<Device> device_filter;
   if (vm.count("device")) {
     auto device = parse<Device>(vm["device"].as<std::string>());
-    if (!device) throw UsageError{"--device: " + device.error().message};
+    if (!device) throw UsageError{"--device: " + device.error().message + (device.error().nearest.empty() ? "" : "; " + device.error().help())};
     device_filter = *device;
   }
   auto workspace = load(vm, ctx);
@@ -378,7 +379,9 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   if (inputs->graph) {
     auto plan = resolved.planner.plan_graph(*inputs->graph);
     if (!plan) {
-      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format);
+      std::vector<SourceFile> sources = resolved.sources;
+      sources.push_back(inputs->graph->source);
+      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, sources);
       return kRejected;
     }
     const std::vector<KernelGroup> groups = group(*plan, inputs->profile->lowering);
@@ -387,7 +390,7 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   }
   auto plan = resolved.planner.plan_ops(inputs->ops);
   if (!plan) {
-    (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format);
+    (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, resolved.sources);
     return kRejected;
   }
   ctx.out << plan_report(resolved, *plan, format);
@@ -414,19 +417,21 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   }
   const std::string label = gate_policy.assurance.label();
 
+  std::vector<SourceFile> sources = resolved.sources;
+  if (inputs->graph) sources.push_back(inputs->graph->source);
   std::vector<PlannedKernel> kernels;
   std::optional<GraphKernelPlan> graph_plan;
   if (inputs->graph) {
     auto plan = resolved.planner.plan_graph(*inputs->graph);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources);
       return kRejected;
     }
     graph_plan = std::move(*plan);
   } else {
     auto plan = resolved.planner.plan_ops(inputs->ops);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources);
       return kRejected;
     }
     kernels = std::move(plan->kernels);
@@ -441,10 +446,12 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
       const auto names = distinct_capsule_names(group_kernels(groups));
       ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
       for (const std::string& name : names) ctx.out << "  " << name << "\n";
+      ctx.out << sources_block(sources) << "\n";
       return kOk;
     }
     ctx.out << str("rejected under ", label, ":\n");
     for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << f.message() << "\n";
+    ctx.out << sources_block(sources) << "\n";
     return kRejected;
   }
 
@@ -466,6 +473,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     }
   }
   if (!rejected) ctx.out << label << ": accepted\n";
+  ctx.out << sources_block(sources) << "\n";
   return rejected ? kRejected : kOk;
 }
 
@@ -504,6 +512,11 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
           .field("chosen", v.chosen).string_array("reasons", v.reasons).string_array("gate_notes", v.gate_notes)
           .end_object();
     }
+    out.end_array();
+    out.key("sources").begin_array();
+    for (const SourceFile& file : resolved.sources) {
+      out.begin_object().field("path", file.path).field("sha256", file.sha256).end_object();
+    }
     out.end_array().end_object();
     ctx.out << out.str() << "\n";
   } else {
@@ -523,6 +536,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
       ctx.out << str("result: no admissible kernel capsule for op ", to_string(*op), " on device ",
                      to_string(profile->policy.device), "\n");
     }
+    ctx.out << sources_block(resolved.sources) << "\n";
   }
   return chosen != nullptr ? kOk : kRejected;
 }
@@ -558,6 +572,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return kUsage;
   } catch (const po::error& error) {
     err << "capsule " << command << ": " << error.what() << " (see `capsule " << command << " --help`)\n";
+    return kUsage;
+  } catch (const std::exception& error) {
+    // Nothing expected reaches here (the engine reports problems as values); if something does,
+    // say so plainly instead of aborting.
+    err << "capsule " << command << ": unexpected failure: " << error.what() << "\n";
     return kUsage;
   }
 }

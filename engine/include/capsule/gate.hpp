@@ -5,6 +5,7 @@
 // that skipped admissibility or the evidence check.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ std::vector<std::string> distinct_capsule_names(std::span<const PlannedKernel> k
 
 // ---- Grouping (§5.3) ------------------------------------------------------------------------
 
+/// Adjacent node kernels audited as one unit (§5.3); grouping never fuses or rewrites anything.
 struct KernelGroup {
   std::vector<std::uint32_t> node_ids;
   Op op = Op::Custom;
@@ -39,6 +41,7 @@ std::vector<PlannedKernel> group_kernels(std::span<const KernelGroup> groups);
 
 // ---- Contract check (§5.4) ------------------------------------------------------------------
 
+/// One obligation of one planned kernel, as the contract check sees it.
 struct ObligationReport {
   Op op = Op::Custom;
   const Capsule* capsule = nullptr;
@@ -85,6 +88,9 @@ Result<AcceptedKernel, std::vector<AcceptanceFailure>> accept(const PlannedKerne
 Result<AcceptedGraphKernelPlan, GraphRejection> accept_graph(const GraphKernelPlan& plan, const KernelPolicy& policy,
                                                              Lowering lowering = Lowering::Coalesced);
 
+/// A kernel the gate accepted under `policy()`. It owns an immutable copy of the capsule it
+/// accepted, so later edits to (or the destruction of) the planner's registry cannot change what
+/// was accepted. Only `accept` can construct one.
 class AcceptedKernel {
  public:
   Op op() const { return op_; }
@@ -92,14 +98,18 @@ class AcceptedKernel {
   const KernelPolicy& policy() const { return policy_; }
 
  private:
-  AcceptedKernel(Op op, const Capsule* capsule, KernelPolicy policy) : op_(op), capsule_(capsule), policy_(policy) {}
+  AcceptedKernel(Op op, std::shared_ptr<const Capsule> capsule, KernelPolicy policy)
+      : op_(op), capsule_(std::move(capsule)), policy_(policy) {}
   friend Result<AcceptedKernel, std::vector<AcceptanceFailure>> accept(const PlannedKernel&, const KernelPolicy&);
 
   Op op_;
-  const Capsule* capsule_;
+  std::shared_ptr<const Capsule> capsule_;
   KernelPolicy policy_;
 };
 
+/// A graph plan the gate accepted. Its groups point at capsules of the registry that planned
+/// them; registries share ownership of their (immutable) modules, so keep that Planner or
+/// Registry alive while using this plan. Only `accept_graph` can construct one.
 class AcceptedGraphKernelPlan {
  public:
   const GraphKernelPlan& graph_plan() const { return graph_plan_; }
@@ -121,6 +131,7 @@ class AcceptedGraphKernelPlan {
   Lowering lowering_;
 };
 
+/// Why a graph plan was refused: its groups and every failure, group by group.
 struct GraphRejection {
   std::vector<KernelGroup> groups;
   std::vector<AcceptanceFailure> failures;

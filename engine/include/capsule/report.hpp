@@ -13,6 +13,7 @@
 
 namespace capsule {
 
+/// Output formats of `plan` (DOT draws graphs only).
 enum class ReportFormat : std::uint8_t { Text, Json, Markdown, Dot };
 
 /// `profile={name} device={cli} assurance={label} vjp={vjp}` (§4.3).
@@ -31,16 +32,21 @@ std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel);
 /// Text: summary line, boundary line, detailed lines, then the sources (planReport + sources).
 std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format);
 
+/// Everything a graph report shows: the profile and its sources, the graph, its node plan and
+/// its audit groups.
 struct GraphReportInput {
   const ResolvedProfile& resolved;
   const Graph& graph;
   const GraphKernelPlan& plan;
   std::span<const KernelGroup> groups;
 };
+/// Text: summary and boundary lines, `nodes N, planned M`, one line per planned node, the groups,
+/// then the sources (the graph file included).
 std::string graph_report(const GraphReportInput& input, ReportFormat format);
 
-/// A planning failure in the requested format (JSON: `{"error": {...}}`).
-std::string plan_error_report(const PlanError& error, ReportFormat format);
+/// A planning failure in the requested format (JSON: `{"error": {...}}`), naming the files the
+/// failed decision was made from.
+std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources);
 
 /// `sources:` followed by one `  {path} sha256 {hex}` line per file.
 std::string sources_block(std::span<const SourceFile> sources);

@@ -24,7 +24,9 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 /// Levenshtein distance; used only for suggestions, so quadratic cost is fine.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-/// The candidate closest to `value`, or "" when none is within a useful distance.
-std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates);
+/// The candidate closest to `value`, or "" when none is within a useful distance (half the
+/// word, at least 2). With `any_distance`, always the closest (SPEC §3 for vocabulary errors).
+std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates,
+                         bool any_distance = false);
 
 }  // namespace capsule
