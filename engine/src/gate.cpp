@@ -73,21 +73,6 @@ std::vector<ObligationReport> rejected_reports(const AssurancePolicy& policy, st
   return reports;
 }
 
-std::string_view to_string(AcceptanceFailure::Kind kind) {
-  using K = AcceptanceFailure::Kind;
-  switch (kind) {
-    case K::OperationMismatch: return "operation-mismatch";
-    case K::ForwardUnsupported: return "forward-unsupported";
-    case K::ContractsMisaligned: return "contracts-misaligned";
-    case K::TrustRejected: return "trust-rejected";
-    case K::ProviderRejected: return "provider-rejected";
-    case K::DeviceMismatch: return "device-mismatch";
-    case K::VjpMismatch: return "vjp-mismatch";
-    case K::EvidenceRejected: return "evidence-rejected";
-  }
-  return "unknown";
-}
-
 std::string AcceptanceFailure::message() const {
   using K = AcceptanceFailure::Kind;
   const std::string_view planned = to_string(op);

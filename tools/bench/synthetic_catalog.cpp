@@ -63,16 +63,12 @@ constexpr Flavour kCufft{Provider::Cufft, Device::Cuda, Trust::Checked, VjpMode:
 
 /// Ops whose kernels accumulate, so the reduction order is part of the numerical policy.
 bool accumulates(Op op) {
-  switch (op) {
-    case Op::ReduceSum: case Op::ReduceMean: case Op::Matmul: case Op::ScaledMatmul: case Op::SoftmaxMatmul:
-    case Op::Linear: case Op::MseLoss: case Op::CrossEntropy: case Op::Distill: case Op::LayerNorm:
-    case Op::BatchNorm: case Op::Conv: case Op::ConvTranspose: case Op::AvgPool: case Op::Softmax:
-    case Op::LogSoftmax: case Op::HardMaskedSoftmax: case Op::SmoothMaxPool: case Op::FftFno:
-    case Op::SelectiveScan: case Op::ScaledDotProductAttention:
-      return true;
-    default:
-      return false;
-  }
+  static constexpr std::array<Op, 21> kAccumulating{
+      Op::ReduceSum, Op::ReduceMean, Op::Matmul, Op::ScaledMatmul, Op::SoftmaxMatmul, Op::Linear, Op::MseLoss,
+      Op::CrossEntropy, Op::Distill, Op::LayerNorm, Op::BatchNorm, Op::Conv, Op::ConvTranspose, Op::AvgPool,
+      Op::Softmax, Op::LogSoftmax, Op::HardMaskedSoftmax, Op::SmoothMaxPool, Op::FftFno, Op::SelectiveScan,
+      Op::ScaledDotProductAttention};
+  return std::find(kAccumulating.begin(), kAccumulating.end(), op) != kAccumulating.end();
 }
 
 class Writer {

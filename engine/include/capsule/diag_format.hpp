@@ -9,8 +9,11 @@
 
 namespace capsule {
 
+/// `capsule lint --format` values.
 enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 
+/// Renders `diagnostics`: GCC-style text; JSON `{"diagnostics": [...], "errors", "warnings"}`;
+/// one SARIF 2.1.0 run with a rule per code used; or `::error file=…,line=…,col=…::` commands.
 std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version);
 
 }  // namespace capsule

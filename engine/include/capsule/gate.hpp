@@ -71,7 +71,17 @@ struct AcceptanceFailure {
   std::string message() const;
 };
 
-std::string_view to_string(AcceptanceFailure::Kind kind);
+template <>
+struct VocabTable<AcceptanceFailure::Kind> {
+  using K = AcceptanceFailure::Kind;
+  static constexpr std::string_view kind = "acceptance failure";
+  static constexpr std::array<std::pair<K, std::string_view>, 8> entries{{
+      {K::OperationMismatch, "operation-mismatch"}, {K::ForwardUnsupported, "forward-unsupported"},
+      {K::ContractsMisaligned, "contracts-misaligned"}, {K::TrustRejected, "trust-rejected"},
+      {K::ProviderRejected, "provider-rejected"}, {K::DeviceMismatch, "device-mismatch"},
+      {K::VjpMismatch, "vjp-mismatch"}, {K::EvidenceRejected, "evidence-rejected"}}};
+};
+static_assert(detail::table_is_dense(VocabTable<AcceptanceFailure::Kind>::entries));
 
 /// Every failing check for one kernel, in TorchLean's order.
 std::vector<AcceptanceFailure> acceptance_failures(const PlannedKernel& kernel, const KernelPolicy& policy);

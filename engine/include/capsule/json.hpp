@@ -10,6 +10,7 @@
 
 namespace capsule {
 
+/// Writes compact JSON; the caller pairs begin/end calls, the writer places the commas.
 class JsonWriter {
  public:
   JsonWriter& begin_object();
@@ -41,6 +42,7 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+/// `text` as a quoted JSON string (RFC 8259 escapes; control characters as \u00XX).
 std::string json_escape(std::string_view text);
 
 }  // namespace capsule

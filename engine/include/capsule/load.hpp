@@ -24,18 +24,24 @@ struct LoadOptions {
   static Date today_utc();
 };
 
+/// Parses catalog text (SPEC §4); `path` names it in diagnostics. Returns the module only when
+/// no error was reported; warnings (expired trust) still return it.
 std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::string& path,
                                            const LoadOptions& options, Diagnostics& out);
+/// Reads and parses a catalog file and records its SHA-256.
 std::optional<CapsuleModule> load_catalog(const std::filesystem::path& file,
                                           const LoadOptions& options, Diagnostics& out);
 
+/// Parses profile text (SPEC §5). `with_catalogs` are recorded, not loaded (see load_profile).
 std::optional<Profile> parse_profile(std::string_view text, const std::string& path,
                                      const LoadOptions& options, Diagnostics& out);
 /// Loads a profile and, relative to it, the catalogs named by `with_catalogs`.
 std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options,
                                     Diagnostics& out);
 
+/// Parses an IR graph (SPEC §5b): unique ids, inputs naming earlier nodes, known node kinds.
 std::optional<Graph> parse_graph(std::string_view text, const std::string& path, Diagnostics& out);
+/// Reads and parses a graph file and records its SHA-256.
 std::optional<Graph> load_graph(const std::filesystem::path& file, Diagnostics& out);
 
 /// Everything a command works from. Modules and profiles are shared, immutable values.

@@ -19,10 +19,17 @@
 
 namespace capsule {
 
-// §3.2 predicates.
+// §3.2 predicates, each pure. `admissible` is their conjunction in TorchLean's order.
+
+/// The assurance policy admits the capsule's trust level.
 bool allowed_by(const KernelPolicy& policy, const Capsule& c);
+/// `only p` admits provider p alone; `auto` and `prefer` admit every provider.
 bool matches_preference(const KernelPolicy& policy, const Capsule& c);
+/// The capsule targets the policy's device.
 bool matches_device(const KernelPolicy& policy, const Capsule& c);
+/// Inference (vjp none) and ops without a VJP accept any capsule; otherwise the capsule's VJP
+/// ownership must satisfy the policy's (tape: tape or backend; backend: backend; external:
+/// external).
 bool matches_vjp(const KernelPolicy& policy, const Capsule& c);
 /// supports_forward ∧ contracts_aligned ∧ allowed_by ∧ matches_preference ∧ matches_device ∧ matches_vjp.
 bool admissible(const KernelPolicy& policy, const Capsule& c);
@@ -34,15 +41,18 @@ std::vector<std::string> rejection_reasons(const KernelPolicy& policy, const Cap
 /// auto/only → first eligible. `candidates` are the capsules for `op` in catalog order.
 const Capsule* choose(const KernelPolicy& policy, Op op, std::span<const Capsule* const> candidates);
 
+/// One op and the capsule chosen for it. `capsule` points into the planner's registry.
 struct PlannedKernel {
   Op op = Op::Custom;
   const Capsule* capsule = nullptr;
 };
 
+/// Planned kernels in the order of the requested ops.
 struct KernelPlan {
   std::vector<PlannedKernel> kernels;
 };
 
+/// A planned graph node; nodes without a kernel (input, const, detach) have no entry.
 struct PlannedNodeKernel {
   std::uint32_t node_id = 0;
   std::uint32_t node_index = 0;  ///< position in Graph::nodes, to print kind and payload
@@ -50,6 +60,7 @@ struct PlannedNodeKernel {
   const Capsule* capsule = nullptr;
 };
 
+/// Planned nodes in graph order, and how many nodes the graph had in all.
 struct GraphKernelPlan {
   std::vector<PlannedNodeKernel> kernels;
   std::size_t node_count = 0;

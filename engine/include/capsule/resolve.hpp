@@ -12,6 +12,7 @@
 
 namespace capsule {
 
+/// A profile ready to plan: its planner (registry in module order) and the files it came from.
 struct ResolvedProfile {
   ProfilePtr profile;
   Planner planner;

@@ -20,8 +20,10 @@
 
 namespace capsule {
 
+/// Where a capsule runs.
 enum class Device : std::uint8_t { Cpu, Cuda, Rocm, Metal, Wasm, Tpu, Trainium, Custom, External };
 
+/// Who supplies the implementation (a name only: nothing is linked by naming it).
 enum class Provider : std::uint8_t {
   Reference, Torchlean, NativeCuda, Libtorch, Aten, Mps, Webgpu, Cublas, Cudnn, Cufft, Xla, Neuron,
   CustomChip, External
@@ -88,19 +90,24 @@ enum class Op : std::uint8_t {
   Custom
 };
 
+/// The capsule's trust label; the contract check still reads each obligation's evidence.
 enum class Trust : std::uint8_t { Checked, TrustedExternal };
 
 /// Who owns the local reverse rule (§1.5; external-autograd from seed 003).
 enum class VjpMode : std::uint8_t { None, TorchleanTape, BackendVjp, ExternalAutograd };
 
+/// Which stored elements a capsule reads as each logical element.
 enum class Layout : std::uint8_t { CanonicalTensor, FlatRowMajor, LibtorchCudaView };
 
+/// The order in which a capsule adds partial results (its numerical policy).
 enum class Reduction : std::uint8_t { FixedLeft, FixedLeftOrExact, ImplementationDefined, NotApplicable };
 
+/// What a contract claims; each obligation has exactly one matching kind (vjp has two).
 enum class ClaimKind : std::uint8_t {
   ShapeSafety, LayoutCompatibility, ValueRefinement, VjpRefinement, VjpUnavailable
 };
 
+/// What stands behind a claim. `trusted-boundary` names code whose correctness is assumed.
 enum class EvidenceKind : std::uint8_t {
   RuntimeGuard, TestSuite, SharedDefinition, FuzzOracle, TrustedBoundary, NotApplicable
 };
