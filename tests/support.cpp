@@ -5,8 +5,27 @@
 
 #include <fstream>
 #include <regex>
+#include <stdexcept>
 
 namespace capsule::testing {
+
+const Capsule& shipped_capsule(std::string_view name) {
+  for (const ModulePtr& module : shipped().modules) {
+    for (const Capsule& c : module->capsules) {
+      if (c.name == name) return c;
+    }
+  }
+  FAIL("no shipped capsule " << name);
+  throw std::logic_error("unreachable");
+}
+
+ModulePtr shipped_module(std::string_view name) {
+  for (const ModulePtr& m : shipped().modules) {
+    if (m->name == name) return m;
+  }
+  FAIL("no shipped module " << name);
+  throw std::logic_error("unreachable");
+}
 
 ResolvedProfile shipped_profile(std::string_view name) {
   ProfilePtr profile = shipped().find_profile(name);

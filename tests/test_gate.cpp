@@ -12,19 +12,10 @@
 
 using namespace capsule;
 using capsule::testing::shipped;
+using capsule::testing::shipped_capsule;
 using capsule::testing::shipped_profile;
 
 namespace {
-
-const Capsule& shipped_capsule(std::string_view name) {
-  for (const ModulePtr& module : shipped().modules) {
-    for (const Capsule& c : module->capsules) {
-      if (c.name == name) return c;
-    }
-  }
-  FAIL("no shipped capsule " << name);
-  throw std::logic_error("unreachable");
-}
 
 Graph load_example(std::string_view file) {
   Diagnostics diagnostics;

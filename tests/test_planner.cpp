@@ -15,27 +15,11 @@
 
 using namespace capsule;
 using capsule::testing::shipped;
+using capsule::testing::shipped_capsule;
+using capsule::testing::shipped_module;
 using capsule::testing::shipped_profile;
 
 namespace {
-
-const Capsule& shipped_capsule(std::string_view name) {
-  for (const ModulePtr& module : shipped().modules) {
-    for (const Capsule& c : module->capsules) {
-      if (c.name == name) return c;
-    }
-  }
-  FAIL("no shipped capsule " << name);
-  throw std::logic_error("unreachable");
-}
-
-ModulePtr shipped_module(std::string_view name) {
-  for (const ModulePtr& m : shipped().modules) {
-    if (m->name == name) return m;
-  }
-  FAIL("no shipped module " << name);
-  return nullptr;
-}
 
 ModulePtr module_of(std::string name, std::vector<Capsule> capsules) {
   auto module = std::make_shared<CapsuleModule>();

@@ -23,6 +23,10 @@ inline const Workspace& shipped() {
   return workspace;
 }
 
+/// A shipped capsule or module by name; fails the test when it does not exist.
+const Capsule& shipped_capsule(std::string_view name);
+ModulePtr shipped_module(std::string_view name);
+
 /// Resolves a shipped profile by name; fails the test when it does not exist or resolve.
 ResolvedProfile shipped_profile(std::string_view name);
 
