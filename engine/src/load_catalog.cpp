@@ -253,7 +253,7 @@ struct Finisher {
       }
       context.error(DiagCode::MissingField, own.where,
                     str("capsule", own.name ? str(" `", *own.name, "`") : std::string(), " is missing `", key,
-                        "` (", expectation, "; set it on the capsule or in [defaults])"));
+                        "` (", expectation, key == "name" ? "; every capsule names itself)" : "; set it on the capsule or in [defaults])"));
       ok = false;
       return false;
     };

@@ -74,7 +74,7 @@ void exercise(const Planner& planner) {
     if (!planned) {
       consume(planned.error().render());
       for (const ReportFormat format : {ReportFormat::Text, ReportFormat::Json}) {
-        consume(plan_error_report(planned.error(), format));
+        consume(plan_error_report(planned.error(), format, {}));
       }
       continue;
     }
@@ -168,7 +168,7 @@ void fuzz_graph(std::string_view text) {
   auto plan = resolved->planner.plan_graph(*graph);
   if (!plan) {
     consume(plan.error().render());
-    consume(plan_error_report(plan.error(), ReportFormat::Json));
+    consume(plan_error_report(plan.error(), ReportFormat::Json, resolved->sources));
     return;
   }
   for (const PlannedNodeKernel& kernel : plan->kernels) consume(node_line(*graph, kernel));

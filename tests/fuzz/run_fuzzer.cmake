@@ -3,15 +3,18 @@
 #   FUZZER        the fuzzer executable
 #   WORK_DIR      scratch corpus: libFuzzer writes new inputs here (first corpus argument);
 #                 emptied first unless KEEP_WORK_DIR is set, so bounded runs are reproducible
-#   SEEDS         seed directories, read only
+#   SEEDS         seed directories, read only ("|"-separated)
 #   DICT          optional libFuzzer dictionary
-#   ARGS          libFuzzer flags (-runs=..., -seed=..., ...)
+#   ARGS          libFuzzer flags, "|"-separated (-runs=...|-seed=...)
 # Crash, leak and timeout inputs land in WORK_DIR/../fuzz-artifacts/.
 foreach(var FUZZER WORK_DIR SEEDS)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_fuzzer.cmake: ${var} is not set")
   endif()
 endforeach()
+
+string(REPLACE "|" ";" SEEDS "${SEEDS}")
+string(REPLACE "|" ";" ARGS "${ARGS}")
 
 if(NOT KEEP_WORK_DIR)
   file(REMOVE_RECURSE "${WORK_DIR}")
