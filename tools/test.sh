@@ -11,10 +11,7 @@ echo "== tests (main build)"
 (cd build && ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz')
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCAPSULE_SANITIZE=ON -DCAPSULE_BENCHMARKS=OFF >/dev/null
-cmake --build build-asan -j"$jobs" --target capsule_tests capsule
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz|install|bench')
+JOBS="$jobs" bash tools/dev/sanitize.sh
 
 echo "== bounded libFuzzer run over the catalog, profile and graph loaders"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPSULE_FUZZ=ON \
