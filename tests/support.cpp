@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <regex>
 #include <stdexcept>
 
 namespace capsule::testing {
@@ -46,8 +45,22 @@ CliRun run_cli(std::vector<std::string> args, const cli::Environment& env) {
 }
 
 std::string mask_digests(std::string text) {
-  static const std::regex digest("[0-9a-f]{64}");
-  return std::regex_replace(text, digest, "<sha256>");
+  // A plain scan rather than <regex>: libstdc++'s regex trips -Wmaybe-uninitialized under the
+  // sanitizer build.
+  const auto is_hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t run = 0;
+    while (i + run < text.size() && is_hex(text[i + run])) ++run;
+    if (run == 64) {
+      out += "<sha256>";
+    } else {
+      out.append(text, i, run == 0 ? 1 : run);
+    }
+    i += run == 0 ? 1 : run;
+  }
+  return out;
 }
 
 std::string read_text(const std::filesystem::path& file) {
