@@ -6,15 +6,21 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
 echo "== tests (main build)"
-(cd build && ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz')
+(cd build && ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz') | tee -a "$log"
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-JOBS="$jobs" bash tools/dev/sanitize.sh
+JOBS="$jobs" bash tools/dev/sanitize.sh | tee -a "$log"
 
 echo "== bounded libFuzzer run over the catalog, profile and graph loaders"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPSULE_FUZZ=ON \
   -DCAPSULE_BENCHMARKS=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target capsule_fuzz_loaders
-(cd build-fuzz && ctest --output-on-failure -L fuzz)
+(cd build-fuzz && ctest --output-on-failure -L fuzz) | tee -a "$log"
+
+# One closing line over all three stages (each stage already stopped the script on a failure).
+read -r total failed < <(awk '/tests passed, [0-9]+ tests failed out of/ {f += $4; t += $NF} END {print t + 0, f + 0}' "$log")
+echo "all stages: $((total - failed)) passed, $failed failed"
