@@ -26,19 +26,6 @@ const Capsule* find(const CapsuleModule& module, std::string_view name) {
   return nullptr;
 }
 
-constexpr std::string_view kHeader = R"(schema = 1
-module = "demo"
-[defaults]
-provider = "reference"
-device = "cpu"
-trust = "checked"
-vjp = "torchlean-tape"
-reduction = "n/a"
-contracts.shape = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "g" } }
-contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "g" } }
-contracts.value = { claim = "value-refinement", evidence = { kind = "test-suite", name = "s" } }
-contracts.vjp = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "s" } }
-)";
 
 }  // namespace
 
@@ -115,7 +102,7 @@ TEST_SUITE("catalog") {
   }
 
   TEST_CASE("a value claim in the shape field is a misaligned contract at its position") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"demo.misfiled\"\nop = \"relu\"\n"
                              "contracts.shape = { claim = \"value-refinement\", evidence = { kind = \"test-suite\", name = \"s\" } }\n";
     Diagnostics diagnostics;
@@ -123,14 +110,14 @@ TEST_SUITE("catalog") {
     CHECK_FALSE(module.has_value());
     REQUIRE(diagnostics.size() == 1);
     CHECK(diagnostics[0].code == DiagCode::MisalignedContract);
-    CHECK(diagnostics[0].where == SourceLoc{"demo.toml", 16, 19});
+    CHECK(diagnostics[0].where == SourceLoc{"demo.toml", 17, 19});
     CHECK(diagnostics[0].message ==
           "capsule `demo.misfiled` has a value-refinement claim in its shape contract; the shape obligation of relu "
           "needs shape-safety");
   }
 
   TEST_CASE("vjp alignment: mode must match the capsule and vjp-unavailable needs vjp none") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"a\"\nop = \"relu\"\nvjp = \"backend-vjp\"\n"
                              "[[capsule]]\nname = \"b\"\nop = \"relu\"\n"
                              "contracts.vjp = { claim = \"vjp-unavailable\", evidence = { kind = \"not-applicable\" } }\n"
@@ -147,7 +134,7 @@ TEST_SUITE("catalog") {
   }
 
   TEST_CASE("every problem of one capsule is reported in the same run") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"several\"\nop = \"relu\"\ntrust = \"trusted-external\"\n"
                              "vjp = \"backend-vjp\"\n"
                              "contracts.shape = { claim = \"value-refinement\", evidence = { kind = \"test-suite\", name = \"s\" } }\n"
@@ -162,7 +149,7 @@ TEST_SUITE("catalog") {
   }
 
   TEST_CASE("unknown keys and spellings suggest the nearest name") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"x\"\nop = \"reluu\"\nprovidr = \"reference\"\n";
     Diagnostics diagnostics;
     CHECK_FALSE(parse_catalog(text, "typo.toml", LoadOptions{}, diagnostics).has_value());
@@ -170,12 +157,12 @@ TEST_SUITE("catalog") {
     CHECK(diagnostics[0].code == DiagCode::UnknownKey);
     CHECK(diagnostics[0].help == "did you mean `provider`?");
     CHECK(diagnostics[1].code == DiagCode::UnknownSpelling);
-    CHECK(diagnostics[1].where == SourceLoc{"typo.toml", 15, 6});
+    CHECK(diagnostics[1].where == SourceLoc{"typo.toml", 16, 6});
     CHECK(diagnostics[1].help == "did you mean `relu`?");
   }
 
   TEST_CASE("expired trust is a warning that names the date; the capsule still loads") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"vendor.relu\"\nop = \"relu\"\ntrust = \"trusted-external\"\n"
                              "reason = \"vendor kernel\"\nexpires = 2026-01-31\n";
     LoadOptions options;
@@ -194,7 +181,7 @@ TEST_SUITE("catalog") {
   }
 
   TEST_CASE("a trusted-external capsule without a reason does not load") {
-    const std::string text = std::string(kHeader) +
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"vendor.relu\"\nop = \"relu\"\ntrust = \"trusted-external\"\n";
     Diagnostics diagnostics;
     CHECK_FALSE(parse_catalog(text, "reason.toml", LoadOptions{}, diagnostics).has_value());

@@ -163,22 +163,6 @@ std::string relative_to(const fs::path& base, const std::string& file) {
   return fs::path(file).lexically_relative(base).generic_string();
 }
 
-/// A catalog whose [defaults] make every capsule valid, so each test adds exactly one fault.
-constexpr std::string_view kCatalogHead = R"(schema = 1
-module = "inline"
-
-[defaults]
-provider = "reference"
-device = "cpu"
-trust = "checked"
-vjp = "torchlean-tape"
-reduction = "n/a"
-contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "shape checks" } }
-contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed layout" } }
-contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "inline.values" } }
-contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "inline.vjps" } }
-)";
-
 }  // namespace
 
 TEST_SUITE("gallery") {
@@ -283,7 +267,7 @@ TEST_SUITE("gallery") {
   }
 
   TEST_CASE("one run reports every problem: three faulty capsules give three diagnostics") {
-    const std::string text = std::string(kCatalogHead) + R"(
+    const std::string text = std::string(capsule::testing::kCatalogHead) + R"(
 [[capsule]]
 name = "inline.relu"
 op = "relu"

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,22 @@ CliRun run_cli(std::vector<std::string> args, const cli::Environment& env = {});
 
 /// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.
 std::string mask_digests(std::string text);
+
+/// A catalog whose [defaults] make every capsule valid, so each test adds exactly one fault.
+inline constexpr std::string_view kCatalogHead = R"(schema = 1
+module = "inline"
+
+[defaults]
+provider = "reference"
+device = "cpu"
+trust = "checked"
+vjp = "torchlean-tape"
+reduction = "n/a"
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "shape checks" } }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed layout" } }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "inline.values" } }
+contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "inline.vjps" } }
+)";
 
 /// Reads a whole file.
 std::string read_text(const std::filesystem::path& file);
