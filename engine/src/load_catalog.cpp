@@ -54,6 +54,8 @@ struct PartialCapsule {
 };
 
 constexpr std::array<std::string_view, 4> kContractKeys{"shape", "layout", "value", "vjp"};
+constexpr std::array<std::string_view, 4> kContractFields{"contracts.shape", "contracts.layout", "contracts.value",
+                                                          "contracts.vjp"};
 
 std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& node, SourceLoc& expires_where) {
   const auto* table = node.as_table();
@@ -186,6 +188,7 @@ PartialCapsule parse_partial(FileContext& context, const toml::table& table, std
     for (std::size_t i = 0; i < kContractKeys.size(); ++i) {
       if (const toml::node* node = contract_fields.node(kContractKeys[i])) {
         partial.contracts[i] = parse_contract(context, *node, kContractKeys[i]);
+        if (!partial.contracts[i]) partial.given_but_invalid.push_back(kContractFields[i]);
       }
     }
   }
@@ -279,7 +282,7 @@ struct Finisher {
     for (std::size_t i = 0; i < contracts.size(); ++i) {
       const auto& chosen = own.contracts[i] ? own.contracts[i] : defaults.contracts[i];
       if (chosen) contracts[i] = &*chosen;
-      else require(chosen, str("contracts.", kContractKeys[i]), "every capsule states all four contracts");
+      else require(chosen, kContractFields[i], "every capsule states all four contracts");
     }
     // Without op and vjp nothing else can be judged; otherwise keep going so every problem of
     // this capsule is reported in the same run.
