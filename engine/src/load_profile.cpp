@@ -184,8 +184,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
                          str("`with_catalogs` entries must be catalog file paths, got ", type_name(item)));
     }
   }
-  if (profile.module_names.size() > 0 && !context.failed() &&
-      !profile.availability.devices.contains(profile.policy.device)) {
+  if (!context.failed() && !profile.availability.devices.contains(profile.policy.device)) {
     context.report(Severity::Warning, DiagCode::InvalidValue, profile.where,
                    str("profile `", profile.name, "` plans for device `", to_string(profile.policy.device),
                        "`, which its own availability does not declare; every plan will fail"),

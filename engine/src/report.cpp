@@ -185,6 +185,12 @@ std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel) {
   return out + " -> " + kernel.capsule->name;
 }
 
+void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources) {
+  json.key("sources").begin_array();
+  for (const SourceFile& file : sources) json.begin_object().field("path", file.path).field("sha256", file.sha256).end_object();
+  json.end_array();
+}
+
 std::string sources_block(std::span<const SourceFile> sources) {
   std::string out = "sources:";
   for (const SourceFile& s : sources) out += str("\n  ", s.path, " sha256 ", s.sha256);
@@ -265,11 +271,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       for (const KernelGroup& g : input.groups) write_kernel(json, g.op, *g.capsule, &g.node_ids);
       json.end_array();
       write_trusted_ops(json, group_plan);
-      json.key("catalogs").begin_array();
-      for (std::size_t i = 1; i < input.resolved.sources.size(); ++i) {
-        json.begin_object().field("path", input.resolved.sources[i].path).field("sha256", input.resolved.sources[i].sha256).end_object();
-      }
-      json.end_array();
+      write_catalogs(json, input.resolved.sources);
       json.end_object();
       return json.str() + "\n";
     }
@@ -342,9 +344,8 @@ std::string plan_error_report(const PlanError& error, ReportFormat format, std::
     json.begin_object().field("capsule", v.capsule->name).string_array("reasons", v.reasons).end_object();
   }
   json.end_array().end_object();
-  json.key("sources").begin_array();
-  for (const SourceFile& file : sources) json.begin_object().field("path", file.path).field("sha256", file.sha256).end_object();
-  json.end_array().end_object();
+  write_sources_json(json, sources);
+  json.end_object();
   return json.str() + "\n";
 }
 

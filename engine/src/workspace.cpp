@@ -14,6 +14,12 @@ namespace {
 
 std::string position(const SourceLoc& where) { return str(where.file, ":", where.line, ":", where.column); }
 
+/// A module named in `modules` that a `with_catalogs` module of the same name replaces.
+bool replaced_by_prepended(const Profile& profile, std::string_view name) {
+  return std::any_of(profile.with_modules.begin(), profile.with_modules.end(),
+                     [&](const ModulePtr& m) { return m->name == name; });
+}
+
 std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, Diagnostics& out) {
   std::vector<std::filesystem::path> files;
   std::error_code error;
@@ -60,10 +66,7 @@ void check_profile(const Workspace& workspace, const Profile& profile, Diagnosti
                                {str("profile `", profile.name, "` lists it twice in `modules`")}, {}});
       continue;
     }
-    const bool replaced = std::any_of(profile.with_modules.begin(), profile.with_modules.end(),
-                                      [&](const ModulePtr& m) { return m->name == name; });
-    const CapsuleModule* module = workspace.find_module(name);
-    if (module == nullptr && !replaced) {
+    if (workspace.find_module(name) == nullptr && !replaced_by_prepended(profile, name)) {
       std::vector<std::string_view> names;
       for (const ModulePtr& m : workspace.modules) names.push_back(m->name);
       const std::string nearest = nearest_name(name, names);
@@ -167,12 +170,11 @@ ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& f
   auto profile = load_profile(file, options, workspace.diagnostics);
   if (!profile) return nullptr;
   auto shared = std::make_shared<const Profile>(std::move(*profile));
-  const std::size_t before = workspace.diagnostics.size();
-  check_profile(workspace, *shared, workspace.diagnostics);
-  if (has_errors(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
-                             workspace.diagnostics.end()))) {
-    return nullptr;
-  }
+  Diagnostics problems;
+  check_profile(workspace, *shared, problems);
+  const bool rejected = has_errors(problems);
+  workspace.diagnostics.insert(workspace.diagnostics.end(), problems.begin(), problems.end());
+  if (rejected) return nullptr;
   // A file given by path replaces a loaded profile of the same name: the user asked for it.
   std::erase_if(workspace.profiles, [&](const ProfilePtr& p) { return p->name == shared->name; });
   workspace.profiles.push_back(shared);
@@ -182,9 +184,7 @@ ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& f
 Result<std::vector<ModulePtr>, std::string> profile_modules(const Workspace& workspace, const Profile& profile) {
   std::vector<ModulePtr> base;
   for (const std::string& name : profile.module_names) {
-    const bool replaced = std::any_of(profile.with_modules.begin(), profile.with_modules.end(),
-                                      [&](const ModulePtr& m) { return m->name == name; });
-    if (replaced) continue;
+    if (replaced_by_prepended(profile, name)) continue;
     const auto found = std::find_if(workspace.modules.begin(), workspace.modules.end(),
                                     [&](const ModulePtr& m) { return m->name == name; });
     if (found == workspace.modules.end()) return fail(str("unknown capsule module `", name, "`"));

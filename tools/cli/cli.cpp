@@ -120,6 +120,15 @@ E parse_choice(const std::string& text, std::string_view flag, const std::vector
                        nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
 }
 
+/// A vocabulary value given on the command line, or a usage error naming the flag, the valid
+/// spellings and the nearest one.
+template <class E>
+E parse_flag_value(std::string_view text, std::string_view flag) {
+  auto value = parse<E>(text);
+  if (!value) throw UsageError{str(flag, ": ", value.error().message, value.error().nearest.empty() ? "" : "; " + value.error().help())};
+  return *value;
+}
+
 std::vector<Op> parse_ops(const std::string& text) {
   std::vector<Op> ops;
   std::stringstream stream(text);
@@ -129,11 +138,7 @@ std::vector<Op> parse_ops(const std::string& text) {
     const auto last = item.find_last_not_of(' ');
     if (first == std::string::npos) continue;
     item = item.substr(first, last - first + 1);
-    auto op = parse<Op>(item);
-    if (!op) {
-      throw UsageError{str("--ops: ", op.error().message, op.error().nearest.empty() ? "" : "; " + op.error().help())};
-    }
-    ops.push_back(*op);
+    ops.push_back(parse_flag_value<Op>(item, "--ops"));
   }
   if (ops.empty()) throw UsageError{"--ops needs at least one op, e.g. --ops matmul,relu"};
   return ops;
@@ -245,15 +250,11 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   std::optional<Op> op_filter;
   if (vm.count("op")) {
-    auto op = parse<Op>(vm["op"].as<std::string>());
-    if (!op) throw UsageError{"--op: " + op.error().message + (op.error().nearest.empty() ? "" : "; " + op.error().help())};
-    op_filter = *op;
+    op_filter = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
   }
   std::optional<Device> device_filter;
   if (vm.count("device")) {
-    auto device = parse<Device>(vm["device"].as<std::string>());
-    if (!device) throw UsageError{"--device: " + device.error().message + (device.error().nearest.empty() ? "" : "; " + device.error().help())};
-    device_filter = *device;
+    device_filter = parse_flag_value<Device>(vm["device"].as<std::string>(), "--device");
   }
   auto workspace = load(vm, ctx);
   if (!workspace) return kUsage;
@@ -489,18 +490,17 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   }
   const po::variables_map vm = parse_args(args, options);
   if (!vm.count("profile") || !vm.count("op")) throw UsageError{"explain needs --profile NAME and --op OP"};
-  auto op = parse<Op>(vm["op"].as<std::string>());
-  if (!op) throw UsageError{"--op: " + op.error().message + (op.error().nearest.empty() ? "" : "; " + op.error().help())};
+  const Op op = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   auto workspace = load(vm, ctx);
   if (!workspace) return kUsage;
   const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   const ResolvedProfile resolved = resolve(*workspace, profile);
-  const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(*op);
-  const Capsule* chosen = resolved.planner.chosen(*op);
+  const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(op);
+  const Capsule* chosen = resolved.planner.chosen(op);
   if (json) {
     JsonWriter out;
-    out.begin_object().field("profile", profile->name).field("op", to_string(*op));
+    out.begin_object().field("profile", profile->name).field("op", to_string(op));
     out.key("chosen");
     if (chosen != nullptr) out.value(chosen->name);
     else out.null();
@@ -513,15 +513,12 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
           .end_object();
     }
     out.end_array();
-    out.key("sources").begin_array();
-    for (const SourceFile& file : resolved.sources) {
-      out.begin_object().field("path", file.path).field("sha256", file.sha256).end_object();
-    }
-    out.end_array().end_object();
+    write_sources_json(out, resolved.sources);
+    out.end_object();
     ctx.out << out.str() << "\n";
   } else {
     ctx.out << profile_summary(*profile) << " provider=" << profile->policy.provider.label() << "\n";
-    ctx.out << str("op ", to_string(*op), ": ", verdicts.size(), " candidate", verdicts.size() == 1 ? "" : "s",
+    ctx.out << str("op ", to_string(op), ": ", verdicts.size(), " candidate", verdicts.size() == 1 ? "" : "s",
                    " in catalog order\n");
     for (const CandidateVerdict& v : verdicts) {
       const std::string status = v.chosen ? "chosen" : v.admissible ? "passed over" : "rejected";
@@ -531,9 +528,9 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
       for (const std::string& note : v.gate_notes) ctx.out << "    ! gate: " << note << "\n";
     }
     if (chosen != nullptr) {
-      ctx.out << str("result: ", to_string(*op), " -> ", chosen->name, "\n");
+      ctx.out << str("result: ", to_string(op), " -> ", chosen->name, "\n");
     } else {
-      ctx.out << str("result: no admissible kernel capsule for op ", to_string(*op), " on device ",
+      ctx.out << str("result: no admissible kernel capsule for op ", to_string(op), " on device ",
                      to_string(profile->policy.device), "\n");
     }
     ctx.out << sources_block(resolved.sources) << "\n";

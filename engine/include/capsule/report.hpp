@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capsule/gate.hpp"
+#include "capsule/json.hpp"
 #include "capsule/resolve.hpp"
 
 namespace capsule {
@@ -47,6 +48,9 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format);
 /// A planning failure in the requested format (JSON: `{"error": {...}}`), naming the files the
 /// failed decision was made from.
 std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources);
+
+/// Writes `"sources": [{"path", "sha256"}, ...]` into an open JSON object.
+void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources);
 
 /// `sources:` followed by one `  {path} sha256 {hex}` line per file.
 std::string sources_block(std::span<const SourceFile> sources);
