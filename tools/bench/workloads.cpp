@@ -7,20 +7,10 @@
 #include <string_view>
 #include <utility>
 
+#include "rng.hpp"
+
 namespace capsule::bench {
 namespace {
-
-/// splitmix64, as in the catalog generator.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
 
 struct Weighted {
   Op op;
