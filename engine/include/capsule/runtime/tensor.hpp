@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dense tensors: contiguous row-major storage of float32 or float64, a shape of at most kMaxRank
+// dimensions, and a device tag. Shapes live inline (no allocation), so a 1-element tensor costs
+// one storage allocation. Storage is shared between tensors that view the same elements (reshape
+// shares; every other op writes a new tensor), and an op never mutates its inputs. Only the CPU
+// allocates here; CUDA storage is a declared device whose allocator a CUDA provider supplies.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/runtime/error.hpp"
+#include "capsule/vocab.hpp"
+
+namespace capsule {
+
+enum class DType : std::uint8_t { F32, F64 };
+
+std::string_view to_string(DType dtype);
+constexpr std::size_t element_size(DType dtype) { return dtype == DType::F32 ? 4 : 8; }
+
+/// Dimensions of a tensor, stored inline. Rank 0 is a scalar with one element.
+class Shape {
+ public:
+  static constexpr std::size_t kMaxRank = 8;
+
+  Shape() = default;
+  /// Checks rank, non-negative sizes and that the element count fits in int64.
+  static RuntimeResult<Shape> make(std::span<const std::int64_t> dims);
+  static RuntimeResult<Shape> make(std::initializer_list<std::int64_t> dims) {
+    return make(std::span<const std::int64_t>(dims.begin(), dims.size()));
+  }
+
+  std::size_t rank() const { return rank_; }
+  std::int64_t operator[](std::size_t axis) const { return dims_[axis]; }
+  std::int64_t numel() const { return numel_; }
+  std::span<const std::int64_t> dims() const { return {dims_.data(), rank_}; }
+  std::vector<std::int64_t> to_vector() const { return {dims_.begin(), dims_.begin() + static_cast<std::ptrdiff_t>(rank_)}; }
+  /// Row-major strides in elements.
+  std::array<std::int64_t, kMaxRank> strides() const;
+
+  friend bool operator==(const Shape& a, const Shape& b);
+
+ private:
+  std::array<std::int64_t, kMaxRank> dims_{};
+  std::size_t rank_ = 0;
+  std::int64_t numel_ = 1;
+};
+
+/// `[2, 3]`; a scalar prints as `[]`.
+std::string to_string(const Shape& shape);
+
+/// Owns the bytes of one or more tensors. CPU storage is allocated here; another device's
+/// provider wraps its own allocation with `adopt` and a deleter, so the engine never includes a
+/// device header.
+class Storage {
+ public:
+  using Deleter = void (*)(void* data) noexcept;
+
+  static RuntimeResult<std::shared_ptr<Storage>> allocate_cpu(std::size_t bytes);
+  static std::shared_ptr<Storage> adopt(void* data, std::size_t bytes, Device device, Deleter deleter);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Storage(void* data, std::size_t bytes, Device device, Deleter deleter)
+      : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
+  void* data_;
+  std::size_t bytes_;
+  Device device_;
+  Deleter deleter_;
+};
+
+class Tensor {
+ public:
+  /// An undefined tensor (no storage); used for "no gradient".
+  Tensor() = default;
+
+  /// Uninitialised contiguous storage. Only `Device::Cpu` allocates in this build; other devices
+  /// fail with device-unavailable naming the device.
+  static RuntimeResult<Tensor> empty(const Shape& shape, DType dtype, Device device = Device::Cpu);
+  static RuntimeResult<Tensor> zeros(const Shape& shape, DType dtype);
+  static RuntimeResult<Tensor> full(const Shape& shape, DType dtype, double value);
+  /// Copies `values` (converted to `dtype`); their count must equal the shape's element count.
+  static RuntimeResult<Tensor> from_values(const Shape& shape, DType dtype, std::span<const double> values);
+  static RuntimeResult<Tensor> from_values(std::initializer_list<std::int64_t> dims, DType dtype,
+                                           std::initializer_list<double> values);
+  /// A scalar (rank 0).
+  static RuntimeResult<Tensor> scalar(DType dtype, double value);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  std::size_t rank() const { return shape_.rank(); }
+  std::int64_t dim(std::size_t axis) const { return shape_[axis]; }
+  std::int64_t numel() const { return shape_.numel(); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::Cpu; }
+  /// Every tensor is contiguous and row-major; strides are derived from the shape.
+  std::array<std::int64_t, Shape::kMaxRank> strides() const { return shape_.strides(); }
+
+  /// Typed element access. T must match dtype() (asserted); CPU storage only.
+  template <class T>
+  const T* data() const { return static_cast<const T*>(raw()); }
+  /// Writable elements. Ops never write their inputs; this is for kernels filling a fresh output
+  /// and for optimizers updating parameters they own.
+  template <class T>
+  T* mutable_data() { return static_cast<T*>(raw()); }
+
+  /// Element `i` of the flat row-major order, converted to double.
+  double at(std::int64_t flat_index) const;
+  std::vector<double> to_vector() const;
+
+  /// Same elements under another shape of equal element count (shares storage).
+  RuntimeResult<Tensor> reshaped(const Shape& shape) const;
+  /// A new tensor with its own copy of the elements.
+  RuntimeResult<Tensor> clone() const;
+  /// True when both tensors share storage (for tests of aliasing).
+  bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+
+ private:
+  Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype)
+      : storage_(std::move(storage)), shape_(shape), dtype_(dtype) {}
+  void* raw() const;
+
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  DType dtype_ = DType::F32;
+};
+
+/// Fails with shape-mismatch unless `a` and `b` have equal shapes; names `op` and both shapes.
+RuntimeStatus expect_same_shape(std::string_view op, const Tensor& a, const Tensor& b);
+/// Fails with dtype-mismatch unless all tensors share one dtype.
+RuntimeStatus expect_same_dtype(std::string_view op, std::span<const Tensor> tensors);
+/// Fails with shape-mismatch unless `t` has the given rank.
+RuntimeStatus expect_rank(std::string_view op, std::string_view operand, const Tensor& t, std::size_t rank);
+/// Normalises a possibly negative axis against `rank`; invalid-argument when out of range.
+RuntimeResult<std::size_t> normalize_axis(std::string_view op, std::int64_t axis, std::size_t rank);
+/// a * b for element and byte counts; size-overflow naming `what` when it does not fit.
+RuntimeResult<std::int64_t> checked_mul(std::string_view what, std::int64_t a, std::int64_t b);
+
+}  // namespace capsule

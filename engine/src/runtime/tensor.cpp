@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "capsule/runtime/tensor.hpp"
+
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "capsule/text.hpp"
+
+namespace capsule {
+
+std::string_view to_string(RuntimeCode code) {
+  switch (code) {
+    case RuntimeCode::ShapeMismatch: return "shape-mismatch";
+    case RuntimeCode::InvalidArgument: return "invalid-argument";
+    case RuntimeCode::DTypeMismatch: return "dtype-mismatch";
+    case RuntimeCode::SizeOverflow: return "size-overflow";
+    case RuntimeCode::DeviceUnavailable: return "device-unavailable";
+    case RuntimeCode::UnknownProfile: return "unknown-profile";
+    case RuntimeCode::ProfileInvalid: return "profile-invalid";
+    case RuntimeCode::PlanningFailed: return "planning-failed";
+    case RuntimeCode::GateRejected: return "gate-rejected";
+    case RuntimeCode::NoHandler: return "no-handler";
+    case RuntimeCode::BindingRejected: return "binding-rejected";
+    case RuntimeCode::DuplicateHandler: return "duplicate-handler";
+    case RuntimeCode::GradientUnavailable: return "gradient-unavailable";
+    case RuntimeCode::UnknownExample: return "unknown-example";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, const RuntimeError& error) {
+  return out << "error[" << to_string(error.code) << "]: " << error.message;
+}
+
+std::string_view to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "float64"; }
+
+RuntimeResult<std::int64_t> checked_mul(std::string_view what, std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    return runtime_error(RuntimeCode::SizeOverflow,
+                         str(what, ": ", a, " * ", b, " does not fit in 64 bits; expected a size below 2^63"));
+  }
+  return product;
+}
+
+RuntimeResult<Shape> Shape::make(std::span<const std::int64_t> dims) {
+  if (dims.size() > kMaxRank) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("shape of rank ", dims.size(), " exceeds the maximum rank ", kMaxRank));
+  }
+  Shape shape;
+  shape.rank_ = dims.size();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0) {
+      return runtime_error(RuntimeCode::InvalidArgument,
+                           str("shape dimension ", i, " is ", dims[i], "; expected a size >= 0"));
+    }
+    shape.dims_[i] = dims[i];
+    CAPSULE_TRY(shape.numel_, checked_mul("tensor element count", shape.numel_, dims[i]));
+  }
+  return shape;
+}
+
+std::array<std::int64_t, Shape::kMaxRank> Shape::strides() const {
+  std::array<std::int64_t, kMaxRank> out{};
+  std::int64_t stride = 1;
+  for (std::size_t i = rank_; i-- > 0;) {
+    out[i] = stride;
+    stride *= dims_[i];
+  }
+  return out;
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.rank_ != b.rank_) return false;
+  for (std::size_t i = 0; i < a.rank_; ++i) {
+    if (a.dims_[i] != b.dims_[i]) return false;
+  }
+  return true;
+}
+
+std::string to_string(const Shape& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+namespace {
+void free_cpu(void* data) noexcept { ::operator delete(data, std::align_val_t{64}); }
+}  // namespace
+
+RuntimeResult<std::shared_ptr<Storage>> Storage::allocate_cpu(std::size_t bytes) {
+  // 64-byte alignment lets kernels use aligned vector loads on every row start of a fresh tensor.
+  void* data = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{64}, std::nothrow);
+  if (data == nullptr) {
+    return runtime_error(RuntimeCode::SizeOverflow, str("cannot allocate ", bytes, " bytes of CPU tensor storage"));
+  }
+  return std::shared_ptr<Storage>(new Storage(data, bytes, Device::Cpu, &free_cpu));
+}
+
+std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device device, Deleter deleter) {
+  return std::shared_ptr<Storage>(new Storage(data, bytes, device, deleter));
+}
+
+Storage::~Storage() {
+  if (deleter_ != nullptr) deleter_(data_);
+}
+
+RuntimeResult<Tensor> Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  if (device != Device::Cpu) {
+    return runtime_error(RuntimeCode::DeviceUnavailable,
+                         str("cannot allocate a ", to_string(shape), " tensor on device `", to_string(device),
+                             "`: this build links no storage allocator for it; expected device `cpu`"));
+  }
+  CAPSULE_TRY(std::int64_t bytes, checked_mul("tensor byte size", shape.numel(),
+                                              static_cast<std::int64_t>(element_size(dtype))));
+  CAPSULE_TRY(auto storage, Storage::allocate_cpu(static_cast<std::size_t>(bytes)));
+  return Tensor(std::move(storage), shape, dtype);
+}
+
+RuntimeResult<Tensor> Tensor::full(const Shape& shape, DType dtype, double value) {
+  CAPSULE_TRY(Tensor out, empty(shape, dtype));
+  const auto n = static_cast<std::size_t>(out.numel());
+  if (dtype == DType::F32) {
+    float* p = out.mutable_data<float>();
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>(value);
+  } else {
+    double* p = out.mutable_data<double>();
+    for (std::size_t i = 0; i < n; ++i) p[i] = value;
+  }
+  return out;
+}
+
+RuntimeResult<Tensor> Tensor::zeros(const Shape& shape, DType dtype) { return full(shape, dtype, 0.0); }
+
+RuntimeResult<Tensor> Tensor::from_values(const Shape& shape, DType dtype, std::span<const double> values) {
+  if (static_cast<std::int64_t>(values.size()) != shape.numel()) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str("tensor of shape ", to_string(shape), " needs ", shape.numel(), " values, got ",
+                             values.size()));
+  }
+  CAPSULE_TRY(Tensor out, empty(shape, dtype));
+  if (dtype == DType::F32) {
+    float* p = out.mutable_data<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<float>(values[i]);
+  } else {
+    std::memcpy(out.mutable_data<double>(), values.data(), values.size() * sizeof(double));
+  }
+  return out;
+}
+
+RuntimeResult<Tensor> Tensor::from_values(std::initializer_list<std::int64_t> dims, DType dtype,
+                                          std::initializer_list<double> values) {
+  CAPSULE_TRY(Shape shape, Shape::make(dims));
+  return from_values(shape, dtype, std::span<const double>(values.begin(), values.size()));
+}
+
+RuntimeResult<Tensor> Tensor::scalar(DType dtype, double value) { return full(Shape{}, dtype, value); }
+
+void* Tensor::raw() const {
+  assert(storage_ != nullptr && storage_->device() == Device::Cpu);
+  return storage_->data();
+}
+
+double Tensor::at(std::int64_t flat_index) const {
+  assert(flat_index >= 0 && flat_index < numel());
+  const auto i = static_cast<std::size_t>(flat_index);
+  return dtype_ == DType::F32 ? static_cast<double>(data<float>()[i]) : data<double>()[i];
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  for (std::int64_t i = 0; i < numel(); ++i) out[static_cast<std::size_t>(i)] = at(i);
+  return out;
+}
+
+RuntimeResult<Tensor> Tensor::reshaped(const Shape& shape) const {
+  if (shape.numel() != numel()) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str("reshape: cannot view ", to_string(shape_), " (", numel(), " elements) as ",
+                             to_string(shape), " (", shape.numel(), " elements); expected equal element counts"));
+  }
+  return Tensor(storage_, shape, dtype_);
+}
+
+RuntimeResult<Tensor> Tensor::clone() const {
+  CAPSULE_TRY(Tensor out, empty(shape_, dtype_, device()));
+  std::memcpy(out.raw(), raw(), static_cast<std::size_t>(numel()) * element_size(dtype_));
+  return out;
+}
+
+RuntimeStatus expect_same_shape(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (a.shape() == b.shape()) return std::monostate{};
+  return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": operand shapes ", to_string(a.shape()), " and ",
+                                                       to_string(b.shape()), " differ; expected equal shapes"));
+}
+
+RuntimeStatus expect_same_dtype(std::string_view op, std::span<const Tensor> tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.defined() && t.dtype() != tensors.front().dtype()) {
+      return runtime_error(RuntimeCode::DTypeMismatch,
+                           str(op, ": operands mix ", to_string(tensors.front().dtype()), " and ", to_string(t.dtype()),
+                               "; expected one element type"));
+    }
+  }
+  return std::monostate{};
+}
+
+RuntimeStatus expect_rank(std::string_view op, std::string_view operand, const Tensor& t, std::size_t rank) {
+  if (t.rank() == rank) return std::monostate{};
+  return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": ", operand, " has shape ", to_string(t.shape()),
+                                                       " (rank ", t.rank(), "); expected rank ", rank));
+}
+
+RuntimeResult<std::size_t> normalize_axis(std::string_view op, std::int64_t axis, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t normalized = axis < 0 ? axis + r : axis;
+  if (normalized < 0 || normalized >= r) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(op, ": axis ", axis, " is out of range for rank ", rank, "; expected -", rank, "..",
+                             r - 1));
+  }
+  return static_cast<std::size_t>(normalized);
+}
+
+}  // namespace capsule
