@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// The eager session (semantics §7): opened with a named profile, it plans, gates and binds one
+// capsule per op, caches that choice for its whole life, runs every op through the bound
+// handler, keeps a tape for autograd, and records every capsule it actually ran.
+//
+// No fallback: a device with capsules but no linked runtime, or a CUDA profile on a machine
+// without a usable CUDA device, fails at open; an op whose capsule has no matching handler fails
+// before any code runs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/json.hpp"
+#include "capsule/report.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/runtime/handler.hpp"
+
+namespace capsule {
+
+struct SessionOptions {
+  std::string profile;  ///< a profile name in the workspace
+  /// Off: the effective policy's VJP mode is `none` (inference); nothing is taped.
+  bool gradients = true;
+  /// Print `[TorchLean] backend capsules used:` at open and the detailed report rows of every
+  /// selection to `log`.
+  bool show_backend = false;
+  std::ostream* log = nullptr;
+  /// Ops to plan, gate and bind at open, so a rejected capsule stops the session before anything
+  /// runs. Other ops are selected on first use (and then cached).
+  std::vector<Op> preselect;
+};
+
+/// A tensor in a session. A Var that requires a gradient refers to its node on the tape.
+class Var {
+ public:
+  Var() = default;
+  const Tensor& value() const { return value_; }
+  const Shape& shape() const { return value_.shape(); }
+  bool requires_grad() const { return node_ >= 0; }
+
+ private:
+  friend class Session;
+  friend class Gradients;
+  Var(Tensor value, std::int32_t node) : value_(std::move(value)), node_(node) {}
+  Tensor value_;
+  std::int32_t node_ = -1;
+};
+
+/// The gradients of one backward pass, looked up by the Vars of that tape.
+class Gradients {
+ public:
+  /// The gradient of `var`, or an undefined Tensor when nothing flowed into it.
+  Tensor of(const Var& var) const;
+
+ private:
+  friend class Session;
+  std::vector<Tensor> by_node_;
+};
+
+/// One capsule the session ran, with how often.
+struct CapsuleUse {
+  Op op = Op::Custom;
+  std::shared_ptr<const Capsule> capsule;
+  std::string handler;
+  std::uint64_t forward_calls = 0;  ///< calls made by the program
+  std::uint64_t vjp_calls = 0;      ///< calls made while composing VJPs on the tape
+  std::uint64_t adjoint_calls = 0;  ///< calls of the handler's own adjoint kernel
+};
+
+class Session {
+ public:
+  /// Resolves the profile, validates its device (TorchLean's texts), checks the device's
+  /// execution runtime, then selects every op of `options.preselect`. `handlers` must outlive the
+  /// session. Errors are prefixed `torch eager session: `.
+  static RuntimeResult<Session> open(const Workspace& workspace, const HandlerRegistry& handlers,
+                                     SessionOptions options);
+
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  const Profile& profile() const;
+  /// The profile's policy with the session's VJP mode (`none` when gradients are off).
+  const KernelPolicy& policy() const;
+  bool gradients() const;
+  /// The profile file and catalog files this session planned from, with digests.
+  const std::vector<SourceFile>& sources() const;
+
+  /// A value with no gradient.
+  Var constant(Tensor value) const { return Var(std::move(value), -1); }
+  /// A leaf whose gradient backward() computes. With gradients off it is a constant.
+  Var parameter(Tensor value);
+
+  /// Runs `op` through the session's capsule for it (selected on first use, then cached). When
+  /// gradients are on and an input requires a gradient, the call is taped.
+  RuntimeResult<Var> call(Op op, std::span<const Var> inputs, const OpAttrs& attrs = {});
+  RuntimeResult<Var> call(Op op, std::initializer_list<Var> inputs, const OpAttrs& attrs = {}) {
+    return call(op, std::span<const Var>(inputs.begin(), inputs.size()), attrs);
+  }
+
+  /// Backpropagates from `root` (seeded with ones) through the tape, in reverse order, composing
+  /// each local VJP as the node's capsule says: `torchlean-tape` rules dispatch runtime ops
+  /// through this session's capsules, `backend-vjp` calls the handler's own backward, and `none`
+  /// is an error naming the capsule.
+  RuntimeResult<Gradients> backward(const Var& root);
+  /// Forgets the tape (Vars from it no longer require gradients afterwards).
+  void clear_tape();
+  std::size_t tape_size() const;
+
+  /// The executable kernel for `op`: cached, or planned, gated, validated and bound now.
+  RuntimeResult<const ExecutableKernel*> select(Op op);
+  /// How many ops have a cached selection.
+  std::size_t selection_count() const;
+
+  /// Every capsule that ran, in first-use order.
+  std::vector<CapsuleUse> capsules_used() const;
+
+  /// Opaque implementation (defined in session.cpp).
+  struct State;
+
+ private:
+  explicit Session(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+/// `capsules used (N):` then one line per capsule:
+/// `  {op} -> {capsule} ({provider}/{device}, {trust}, vjp={mode}): {n} forward, {m} in VJPs[, {k} adjoint]`.
+std::string capsules_used_text(std::span<const CapsuleUse> uses);
+/// The JSON array of capsules used (objects with op, capsule, provider, device, trust, vjp,
+/// handler, forward_calls, vjp_calls, adjoint_calls).
+void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses);
+
+/// Ops whose torchlean-tape VJP rule calls the handler's adjoint kernel (the others compose their
+/// VJP from runtime ops only).
+bool vjp_rule_uses_adjoint(Op op);
+/// The ops a torchlean-tape VJP rule for `op` dispatches, so callers can preselect them.
+std::vector<Op> vjp_rule_ops(Op op);
+
+}  // namespace capsule

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "capsule/runtime/session.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "capsule/text.hpp"
+#include "vjp_rules.hpp"
+
+namespace capsule {
+namespace {
+
+/// One taped call. Leaves (parameters) have no kernel.
+struct TapeNode {
+  const ExecutableKernel* kernel = nullptr;
+  Op op = Op::Custom;
+  std::vector<Var> inputs;
+  Tensor output;
+  OpAttrs attrs;
+};
+
+std::string session_error(std::string_view message) { return str("torch eager session: ", message); }
+
+}  // namespace
+
+struct Session::State {
+  const Workspace* workspace = nullptr;
+  const HandlerRegistry* handlers = nullptr;
+  SessionOptions options;
+  std::optional<ResolvedProfile> resolved;
+  std::optional<Planner> planner;  // the profile's registry under the effective policy
+  KernelPolicy policy;
+  std::array<std::unique_ptr<ExecutableKernel>, kOpCount> selected{};
+  std::array<std::int32_t, kOpCount> use_slot{};
+  std::vector<CapsuleUse> uses;
+  std::vector<TapeNode> tape;
+  bool in_backward = false;
+
+  RuntimeResult<const ExecutableKernel*> select(Op op);
+  RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
+};
+
+namespace {
+
+/// Lets a VJP rule dispatch ops through the session and call the node's adjoint kernel.
+class SessionVjpDispatch final : public VjpDispatch {
+ public:
+  SessionVjpDispatch(Session::State& state, const TapeNode& node, std::span<const Tensor> inputs, const Tensor& grad)
+      : state_(state), node_(node), inputs_(inputs), grad_(grad) {}
+
+  RuntimeResult<Tensor> op(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs) override {
+    return state_.dispatch(op, inputs, attrs);
+  }
+
+  RuntimeResult<std::vector<Tensor>> adjoint() override {
+    const HandlerSpec& handler = node_.kernel->handler();
+    if (handler.backward == nullptr) {
+      return runtime_error(RuntimeCode::GradientUnavailable,
+                           str("backward through `", to_string(node_.op), "`: handler `", handler.name,
+                               "` declares no adjoint kernel, which the torchlean-tape rule needs"));
+    }
+    ++state_.uses[static_cast<std::size_t>(state_.use_slot[static_cast<std::size_t>(node_.op)])].adjoint_calls;
+    return handler.backward(inputs_, node_.output, grad_, node_.attrs);
+  }
+
+ private:
+  Session::State& state_;
+  const TapeNode& node_;
+  std::span<const Tensor> inputs_;
+  const Tensor& grad_;
+};
+
+}  // namespace
+
+RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRegistry& handlers,
+                                     SessionOptions options) {
+  ProfilePtr profile = workspace.find_profile(options.profile);
+  if (!profile) {
+    std::vector<std::string_view> names = workspace.profile_names();
+    std::string message = session_error(str("unknown profile `", options.profile, "`"));
+    if (std::string near = nearest_name(options.profile, names); !near.empty()) {
+      message += str("; did you mean `", near, "`?");
+    }
+    std::vector<std::string> all(names.begin(), names.end());
+    message += str(" (loaded profiles: ", join(all, ", "), ")");
+    return runtime_error(RuntimeCode::UnknownProfile, std::move(message));
+  }
+  auto resolved = resolve_profile(workspace, profile);
+  if (!resolved) return runtime_error(RuntimeCode::ProfileInvalid, session_error(resolved.error()));
+
+  const Device device = profile->policy.device;
+  // TorchLean's validateDevice, then validateForExecution: capsules first, then a linked runtime.
+  if (!resolved->planner.registry().has_device_capsule(device)) {
+    return runtime_error(RuntimeCode::DeviceUnavailable,
+                         session_error(str("backend profile `", profile->name, "` has no capsule for device `",
+                                           to_string(device), "`")));
+  }
+  if (device != Device::Cpu) {
+    if (handlers.device_runtime(device) == nullptr) {
+      if (device == Device::Cuda) {
+        return runtime_error(
+            RuntimeCode::DeviceUnavailable,
+            session_error(str("profile `", profile->name,
+                              "` targets `cuda`, but this build has only CPU parity stubs for CUDA (no native CUDA "
+                              "runtime is linked), so there is no usable CUDA device; nothing falls back to the CPU")));
+      }
+      return runtime_error(RuntimeCode::DeviceUnavailable,
+                           session_error(str("device `", to_string(device),
+                                             "` has no linked TorchLean execution runtime")));
+    }
+    if (std::string reason = handlers.probe_device(device); !reason.empty()) {
+      return runtime_error(RuntimeCode::DeviceUnavailable,
+                           session_error(str("profile `", profile->name, "` targets `", to_string(device),
+                                             "`, but there is no usable ", to_string(device), " device: ", reason,
+                                             "; nothing falls back to the CPU")));
+    }
+  }
+
+  auto state = std::make_unique<State>();
+  state->workspace = &workspace;
+  state->handlers = &handlers;
+  state->policy = profile->policy;
+  // TorchLean's effectiveBackendProfile: inference plans with VJP mode none.
+  if (!options.gradients) state->policy.vjp = VjpMode::None;
+  state->planner.emplace(resolved->planner.registry(), profile->availability, state->policy);
+  state->resolved.emplace(std::move(resolved).value());
+  state->use_slot.fill(-1);
+  state->options = std::move(options);
+  if (state->options.show_backend && state->options.log != nullptr) {
+    *state->options.log << "[TorchLean] backend capsules used:\n";
+  }
+  Session session(std::move(state));
+  const std::vector<Op> preselect = session.state_->options.preselect;
+  for (Op op : preselect) {
+    auto selected = session.select(op);
+    if (!selected) return fail(std::move(selected).error());
+  }
+  return session;
+}
+
+Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+const Profile& Session::profile() const { return *state_->resolved->profile; }
+const KernelPolicy& Session::policy() const { return state_->policy; }
+bool Session::gradients() const { return state_->options.gradients; }
+const std::vector<SourceFile>& Session::sources() const { return state_->resolved->sources; }
+std::size_t Session::tape_size() const { return state_->tape.size(); }
+void Session::clear_tape() { state_->tape.clear(); }
+
+std::size_t Session::selection_count() const {
+  return static_cast<std::size_t>(std::count_if(state_->selected.begin(), state_->selected.end(),
+                                                [](const auto& kernel) { return kernel != nullptr; }));
+}
+
+RuntimeResult<const ExecutableKernel*> Session::select(Op op) { return state_->select(op); }
+
+RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
+  State& s = *this;
+  const auto index = static_cast<std::size_t>(op);
+  if (s.selected[index]) return s.selected[index].get();
+
+  const Profile& profile = *s.resolved->profile;
+  auto planned = s.planner->plan_op(op);
+  if (!planned) {
+    return runtime_error(RuntimeCode::PlanningFailed,
+                         str("torch: backend planning failed for `", to_string(op), "`: ", planned.error().render()));
+  }
+  auto accepted = accept(*planned, s.policy);
+  if (!accepted) {
+    std::vector<std::string> failures;
+    for (const AcceptanceFailure& failure : accepted.error()) failures.push_back(failure.message());
+    return runtime_error(RuntimeCode::GateRejected,
+                         str("torch: backend planning failed for `", to_string(op), "`: backend profile ",
+                             profile.name, " rejected `", to_string(op), "`: ", join(failures, "; ")));
+  }
+  if (auto mismatch = eager_request_mismatch(accepted->capsule(), op, s.policy.device)) {
+    return runtime_error(RuntimeCode::BindingRejected, str("torch: invalid eager backend selection: ", *mismatch));
+  }
+  CAPSULE_TRY(ExecutableKernel kernel, bind(*accepted, *s.handlers));
+  const Capsule& capsule = kernel.capsule();
+  if (s.options.gradients && capsule.vjp == VjpMode::TorchleanTape && vjp_rule_uses_adjoint(op) &&
+      kernel.handler().backward == nullptr) {
+    return runtime_error(RuntimeCode::BindingRejected,
+                         str("torch: invalid executable backend binding: the torchlean-tape VJP rule for `",
+                             to_string(op), "` needs the adjoint kernel of handler `", kernel.handler().name,
+                             "`, which declares none"));
+  }
+  if (s.options.show_backend && s.options.log != nullptr) {
+    for (const std::string& line : detailed_lines(PlannedKernel{op, &capsule})) *s.options.log << line << '\n';
+  }
+  s.use_slot[index] = static_cast<std::int32_t>(s.uses.size());
+  s.uses.push_back(CapsuleUse{op, std::make_shared<const Capsule>(capsule), kernel.handler().name, 0, 0, 0});
+  s.selected[index] = std::make_unique<ExecutableKernel>(std::move(kernel));
+  return s.selected[index].get();
+}
+
+RuntimeResult<Tensor> Session::State::dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs) {
+  const auto index = static_cast<std::size_t>(op);
+  const ExecutableKernel* kernel = selected[index].get();
+  if (kernel == nullptr) {
+    CAPSULE_TRY(kernel, select(op));
+  }
+  CapsuleUse& use = uses[static_cast<std::size_t>(use_slot[index])];
+  ++(in_backward ? use.vjp_calls : use.forward_calls);
+  return kernel->run(inputs, attrs);
+}
+
+Var Session::parameter(Tensor value) {
+  if (!state_->options.gradients) return Var(std::move(value), -1);
+  TapeNode node;
+  node.output = value;
+  state_->tape.push_back(std::move(node));
+  return Var(std::move(value), static_cast<std::int32_t>(state_->tape.size() - 1));
+}
+
+RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAttrs& attrs) {
+  State& s = *state_;
+  // Inputs as a contiguous tensor span without allocating for the common small arities.
+  constexpr std::size_t kInline = 6;
+  std::array<Tensor, kInline> inline_inputs;
+  std::vector<Tensor> spilled;
+  std::span<const Tensor> tensors;
+  bool taped = false;
+  if (inputs.size() <= kInline) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      inline_inputs[i] = inputs[i].value_;
+      taped = taped || inputs[i].node_ >= 0;
+    }
+    tensors = std::span<const Tensor>(inline_inputs.data(), inputs.size());
+  } else {
+    spilled.reserve(inputs.size());
+    for (const Var& input : inputs) {
+      spilled.push_back(input.value_);
+      taped = taped || input.node_ >= 0;
+    }
+    tensors = spilled;
+  }
+  CAPSULE_TRY(Tensor out, s.dispatch(op, tensors, attrs));
+  if (!taped || !s.options.gradients || s.in_backward) return Var(std::move(out), -1);
+  TapeNode node;
+  node.kernel = s.selected[static_cast<std::size_t>(op)].get();
+  node.op = op;
+  node.inputs.assign(inputs.begin(), inputs.end());
+  node.output = out;
+  node.attrs = attrs;
+  s.tape.push_back(std::move(node));
+  return Var(std::move(out), static_cast<std::int32_t>(s.tape.size() - 1));
+}
+
+Tensor Gradients::of(const Var& var) const {
+  if (var.node_ < 0 || static_cast<std::size_t>(var.node_) >= by_node_.size()) return Tensor();
+  return by_node_[static_cast<std::size_t>(var.node_)];
+}
+
+RuntimeResult<Gradients> Session::backward(const Var& root) {
+  State& s = *state_;
+  if (!s.options.gradients) {
+    return runtime_error(RuntimeCode::GradientUnavailable,
+                         str("backward: gradients are off in this session (profile `", profile().name,
+                             "` runs with VJP mode none)"));
+  }
+  if (root.node_ < 0 || static_cast<std::size_t>(root.node_) >= s.tape.size()) {
+    return runtime_error(RuntimeCode::GradientUnavailable,
+                         "backward: the root does not depend on any parameter of the current tape");
+  }
+  struct BackwardScope {
+    bool& flag;
+    explicit BackwardScope(bool& f) : flag(f) { flag = true; }
+    ~BackwardScope() { flag = false; }
+  } scope(s.in_backward);
+
+  Gradients grads;
+  grads.by_node_.resize(s.tape.size());
+  CAPSULE_TRY(grads.by_node_[static_cast<std::size_t>(root.node_)],
+              Tensor::full(root.value_.shape(), root.value_.dtype(), 1.0));
+  std::vector<Tensor> inputs;
+  for (auto i = static_cast<std::size_t>(root.node_) + 1; i-- > 0;) {
+    const TapeNode& node = s.tape[i];
+    const Tensor& grad = grads.by_node_[i];
+    if (node.kernel == nullptr || !grad.defined()) continue;
+    const Capsule& capsule = node.kernel->capsule();
+    inputs.clear();
+    std::uint32_t needs = 0;
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      inputs.push_back(node.inputs[j].value_);
+      if (node.inputs[j].node_ >= 0 && j < 32) needs |= 1u << j;
+    }
+    RuntimeResult<std::vector<Tensor>> local = std::vector<Tensor>{};
+    switch (capsule.vjp) {
+      case VjpMode::None:
+        return runtime_error(RuntimeCode::GradientUnavailable,
+                             str("backward through `", to_string(node.op), "`: capsule `", capsule.name,
+                                 "` has VJP mode none; expected a capsule whose VJP is torchlean-tape or backend-vjp"));
+      case VjpMode::ExternalAutograd:
+        return runtime_error(RuntimeCode::GradientUnavailable,
+                             str("backward through `", to_string(node.op), "`: capsule `", capsule.name,
+                                 "` leaves its VJP to an external autograd runtime, and none is linked"));
+      case VjpMode::BackendVjp: {
+        const HandlerSpec& handler = node.kernel->handler();
+        ++s.uses[static_cast<std::size_t>(s.use_slot[static_cast<std::size_t>(node.op)])].adjoint_calls;
+        local = handler.backward(inputs, node.output, grad, node.attrs);
+        break;
+      }
+      case VjpMode::TorchleanTape: {
+        SessionVjpDispatch dispatch(s, node, inputs, grad);
+        local = torchlean_tape_vjp(dispatch, VjpCall{node.op, inputs, &node.output, &grad, &node.attrs, needs});
+        break;
+      }
+    }
+    if (!local) return fail(std::move(local).error());
+    for (std::size_t j = 0; j < node.inputs.size() && j < local->size(); ++j) {
+      const Var& input = node.inputs[j];
+      Tensor& g = (*local)[j];
+      if (input.node_ < 0 || !g.defined()) continue;
+      if (g.shape() != input.value_.shape()) {
+        return runtime_error(RuntimeCode::ShapeMismatch,
+                             str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
+                                 "`): gradient for input ", j, " has shape ", to_string(g.shape()), "; expected ",
+                                 to_string(input.value_.shape())));
+      }
+      Tensor& slot = grads.by_node_[static_cast<std::size_t>(input.node_)];
+      if (!slot.defined()) {
+        slot = std::move(g);
+      } else {
+        const std::array<Tensor, 2> pair{slot, g};
+        CAPSULE_TRY(slot, s.dispatch(Op::Add, pair, OpAttrs{}));
+      }
+    }
+  }
+  return grads;
+}
+
+std::vector<CapsuleUse> Session::capsules_used() const {
+  std::vector<CapsuleUse> used;
+  for (const CapsuleUse& use : state_->uses) {
+    if (use.forward_calls + use.vjp_calls + use.adjoint_calls > 0) used.push_back(use);
+  }
+  return used;
+}
+
+std::string capsules_used_text(std::span<const CapsuleUse> uses) {
+  std::string out = str("capsules used (", uses.size(), "):\n");
+  for (const CapsuleUse& use : uses) {
+    const Capsule& c = *use.capsule;
+    out += str("  ", to_string(use.op), " -> ", c.name, " (", to_string(c.provider), "/", to_string(c.device), ", ",
+               to_string(c.trust), ", vjp=", to_string(c.vjp), "): ", use.forward_calls, " forward, ", use.vjp_calls,
+               " in VJPs");
+    if (use.adjoint_calls > 0) out += str(", ", use.adjoint_calls, " adjoint");
+    out += "\n";
+  }
+  return out;
+}
+
+void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses) {
+  json.begin_array();
+  for (const CapsuleUse& use : uses) {
+    const Capsule& c = *use.capsule;
+    json.begin_object()
+        .field("op", to_string(use.op))
+        .field("capsule", std::string_view(c.name))
+        .field("provider", to_string(c.provider))
+        .field("device", to_string(c.device))
+        .field("trust", to_string(c.trust))
+        .field("vjp", to_string(c.vjp))
+        .field("handler", std::string_view(use.handler))
+        .field("forward_calls", static_cast<std::int64_t>(use.forward_calls))
+        .field("vjp_calls", static_cast<std::int64_t>(use.vjp_calls))
+        .field("adjoint_calls", static_cast<std::int64_t>(use.adjoint_calls))
+        .end_object();
+  }
+  json.end_array();
+}
+
+}  // namespace capsule

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+// The running side: tensors, the handler registry and binding, eager sessions (device gating, no
+// fallback, caching, gate at open) and tape autograd.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "capsule/handlers/reference.hpp"
+#include "capsule/runtime/session.hpp"
+#include "capsule/text.hpp"
+#include "test_support.hpp"
+
+namespace capsule {
+namespace {
+
+using testing::shipped;
+
+const HandlerRegistry& reference_handlers() {
+  static const HandlerRegistry registry = [] {
+    HandlerRegistry r;
+    REQUIRE(register_reference_handlers(r));
+    return r;
+  }();
+  return registry;
+}
+
+Session open_session(std::string profile, bool gradients = true, std::vector<Op> preselect = {}) {
+  SessionOptions options;
+  options.profile = std::move(profile);
+  options.gradients = gradients;
+  options.preselect = std::move(preselect);
+  auto session = Session::open(shipped(), reference_handlers(), options);
+  REQUIRE_MESSAGE(session, (session ? std::string() : session.error().message));
+  return std::move(session).value();
+}
+
+Tensor values(std::initializer_list<std::int64_t> dims, std::initializer_list<double> v, DType dtype = DType::F64) {
+  return Tensor::from_values(dims, dtype, v).value();
+}
+
+/// A scratch copy of the shipped catalogs and profiles that a test may edit.
+struct ScratchTree {
+  std::filesystem::path root;
+  explicit ScratchTree(std::string_view name) {
+    root = std::filesystem::temp_directory_path() / str("capsule-runtime-", name, "-", ::getpid());
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    std::filesystem::copy(testing::source_dir() / "catalogs", root / "catalogs");
+    std::filesystem::copy(testing::source_dir() / "profiles", root / "profiles");
+  }
+  ~ScratchTree() { std::filesystem::remove_all(root); }
+  void write(const std::filesystem::path& relative, std::string_view text) const {
+    std::ofstream(root / relative) << text;
+  }
+  void replace(const std::filesystem::path& relative, std::string_view from, std::string_view to) const {
+    std::string text = testing::read_text(root / relative);
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    write(relative, text);
+  }
+  Workspace load() const { return load_workspace({root / "catalogs"}, {root / "profiles"}); }
+};
+
+}  // namespace
+
+TEST_SUITE("runtime") {
+  TEST_CASE("shapes reject overflowing element counts and negative sizes") {
+    auto huge = Shape::make({std::int64_t{1} << 40, std::int64_t{1} << 40});
+    REQUIRE_FALSE(huge);
+    CHECK(huge.error().code == RuntimeCode::SizeOverflow);
+    CHECK(huge.error().message.find("does not fit in 64 bits") != std::string::npos);
+    auto negative = Shape::make({2, -3});
+    REQUIRE_FALSE(negative);
+    CHECK(negative.error().message.find("dimension 1 is -3") != std::string::npos);
+    auto bytes = Tensor::empty(Shape::make({std::int64_t{1} << 61}).value(), DType::F64);
+    REQUIRE_FALSE(bytes);
+    CHECK(bytes.error().code == RuntimeCode::SizeOverflow);
+  }
+
+  TEST_CASE("tensors check value counts and refuse storage on devices without an allocator") {
+    auto wrong = Tensor::from_values({2, 2}, DType::F32, {1, 2, 3});
+    REQUIRE_FALSE(wrong);
+    CHECK(wrong.error().message == "tensor of shape [2, 2] needs 4 values, got 3");
+    auto cuda = Tensor::empty(Shape::make({2}).value(), DType::F32, Device::Cuda);
+    REQUIRE_FALSE(cuda);
+    CHECK(cuda.error().code == RuntimeCode::DeviceUnavailable);
+    CHECK(cuda.error().message.find("device `cuda`") != std::string::npos);
+    Tensor t = values({2, 3}, {1, 2, 3, 4, 5, 6});
+    Tensor r = t.reshaped(Shape::make({3, 2}).value()).value();
+    CHECK(r.shares_storage_with(t));
+    CHECK(r.at(5) == 6);
+    CHECK(to_string(r.shape()) == "[3, 2]");
+  }
+
+  TEST_CASE("a duplicate handler key names both registration sites") {
+    HandlerRegistry registry;
+    REQUIRE(register_reference_handlers(registry));
+    HandlerSpec again = registry.find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    again.name = "second relu";
+    auto added = registry.add(again);
+    REQUIRE_FALSE(added);
+    CHECK(added.error().code == RuntimeCode::DuplicateHandler);
+    const std::string& message = added.error().message;
+    CHECK(message.find("duplicate handler for (relu, reference, cpu)") != std::string::npos);
+    CHECK(message.find("`second relu` at tests/test_runtime.cpp:") != std::string::npos);
+    CHECK(message.find("`TorchLean reference CPU relu` at handlers/reference/src/") != std::string::npos);
+  }
+
+  TEST_CASE("every reference catalog capsule has a reference handler that binds") {
+    const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
+    std::size_t bound = 0;
+    for (Op op : all_values<Op>()) {
+      auto planned = resolved.planner.plan_op(op);
+      if (!planned) continue;  // fft_fno, selective_scan and custom have no CPU capsule
+      auto accepted = accept(*planned, resolved.planner.policy());
+      REQUIRE(accepted);
+      auto kernel = bind(*accepted, reference_handlers());
+      CHECK_MESSAGE(kernel, to_string(op), ": ", (kernel ? std::string() : kernel.error().message));
+      ++bound;
+    }
+    CHECK(bound == 53);
+    CHECK(reference_handlers().size() == 53);
+  }
+
+  TEST_CASE("binding fails with TorchLean's text when only another provider's handler is linked") {
+    HandlerRegistry registry;
+    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    relu.provider = Provider::Torchlean;
+    relu.name = "TorchLean composed relu";
+    REQUIRE(registry.add(relu));
+    const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
+    auto accepted = accept(resolved.planner.plan_op(Op::Relu).value(), resolved.planner.policy());
+    REQUIRE(accepted);
+    auto kernel = bind(*accepted, registry);
+    REQUIRE_FALSE(kernel);
+    CHECK(kernel.error().code == RuntimeCode::NoHandler);
+    CHECK(kernel.error().message ==
+          "torch: `relu` selected capsule `reference.relu` (reference/cpu), but no matching executable handler is "
+          "linked; available handlers: TorchLean composed relu (torchlean/cpu)");
+  }
+
+  TEST_CASE("a runtime guard the handler does not declare fails to bind") {
+    HandlerRegistry registry;
+    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    relu.guards = {"typed tensor layout"};
+    REQUIRE(registry.add(relu));
+    const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
+    auto accepted = accept(resolved.planner.plan_op(Op::Relu).value(), resolved.planner.policy());
+    auto kernel = bind(*accepted, registry);
+    REQUIRE_FALSE(kernel);
+    CHECK(kernel.error().code == RuntimeCode::BindingRejected);
+    CHECK(kernel.error().message ==
+          "torch: invalid executable backend binding: capsule `reference.relu` shape evidence names runtime guard "
+          "`portable runtime shape checks`, but handler `TorchLean reference CPU relu` declares only "
+          "`typed tensor layout`");
+  }
+
+  TEST_CASE("layout claims and backend VJPs must be honoured by the handler") {
+    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    Capsule capsule = testing::shipped_capsule("reference.relu");
+    relu.layouts = {Layout::LibtorchCudaView};
+    auto layout = contract_mismatch(relu, capsule);
+    REQUIRE(layout);
+    CHECK(*layout == "handler `TorchLean reference CPU relu` accepts layouts [libtorch-cuda-view], but capsule "
+                     "`reference.relu` claims layout `canonical-tensor`");
+    relu.layouts = {Layout::CanonicalTensor};
+    capsule.vjp = VjpMode::BackendVjp;
+    auto vjp = contract_mismatch(relu, capsule);
+    REQUIRE(vjp);
+    CHECK(vjp->find("has VJP mode backend-vjp, but handler `TorchLean reference CPU relu` computes no backward") !=
+          std::string::npos);
+    relu.backend_vjp = true;
+    CHECK_FALSE(contract_mismatch(relu, capsule));
+  }
+
+  TEST_CASE("a CUDA profile fails at session open on a build without a CUDA runtime") {
+    for (std::string_view profile : {"checked_cuda", "libtorch_forward_cuda"}) {
+      SessionOptions options;
+      options.profile = std::string(profile);
+      auto session = Session::open(shipped(), reference_handlers(), options);
+      REQUIRE_FALSE(session);
+      CHECK(session.error().code == RuntimeCode::DeviceUnavailable);
+      CHECK(session.error().message.find("torch eager session: ") == 0);
+      CHECK(session.error().message.find("no usable CUDA device") != std::string::npos);
+      CHECK(session.error().message.find("CPU parity stubs") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("future device profiles fail session creation with TorchLean's text") {
+    for (auto [profile, device] : std::vector<std::pair<std::string, std::string>>{
+             {"future_metal", "metal"}, {"future_rocm", "rocm"}, {"future_wasm", "wasm"}, {"future_tpu", "tpu"},
+             {"future_trainium", "trainium"}, {"future_custom_chip", "custom"}, {"future_external", "external"}}) {
+      SessionOptions options;
+      options.profile = profile;
+      auto session = Session::open(shipped(), reference_handlers(), options);
+      REQUIRE_FALSE(session);
+      CHECK(session.error().message ==
+            str("torch eager session: backend profile `", profile, "` has no capsule for device `", device, "`"));
+    }
+  }
+
+  TEST_CASE("a metal profile with capsules but no linked runtime fails at open") {
+    ScratchTree tree("metal");
+    tree.write("catalogs/metal.toml", std::string(R"(schema = 1
+module = "metal-demo"
+[defaults]
+provider = "mps"
+device = "metal"
+trust = "checked"
+vjp = "torchlean-tape"
+reduction = "n/a"
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "metal shape checks" } }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "metal layout" } }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "metal.values" } }
+contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "metal.vjps" } }
+[[capsule]]
+name = "metal.relu"
+op = "relu"
+)"));
+    tree.write("profiles/metal_demo.toml", R"(schema = 1
+name = "metal_demo"
+device = "metal"
+provider = "auto"
+assurance = "checked"
+vjp = "torchlean-tape"
+modules = ["metal-demo"]
+[availability]
+devices = ["metal"]
+providers = ["mps"]
+)");
+    Workspace workspace = tree.load();
+    REQUIRE_FALSE(has_errors(workspace.diagnostics));
+    SessionOptions options;
+    options.profile = "metal_demo";
+    auto session = Session::open(workspace, reference_handlers(), options);
+    REQUIRE_FALSE(session);
+    CHECK(session.error().message == "torch eager session: device `metal` has no linked TorchLean execution runtime");
+  }
+
+  TEST_CASE("an unknown profile names the nearest loaded one") {
+    SessionOptions options;
+    options.profile = "checked_cpus";
+    auto session = Session::open(shipped(), reference_handlers(), options);
+    REQUIRE_FALSE(session);
+    CHECK(session.error().code == RuntimeCode::UnknownProfile);
+    CHECK(session.error().message.find("did you mean `checked_cpu`?") != std::string::npos);
+  }
+
+  TEST_CASE("the session caches one selection per op") {
+    Session session = open_session("checked_cpu");
+    CHECK(session.selection_count() == 0);
+    const ExecutableKernel* first = session.select(Op::Relu).value();
+    const ExecutableKernel* second = session.select(Op::Relu).value();
+    CHECK(first == second);
+    CHECK(session.selection_count() == 1);
+    CHECK(first->capsule().name == "reference.relu");
+    Var x = session.constant(values({3}, {-1, 0.5, 2}));
+    for (int i = 0; i < 3; ++i) REQUIRE(session.call(Op::Relu, {x}));
+    CHECK(session.selection_count() == 1);
+    auto used = session.capsules_used();
+    REQUIRE(used.size() == 1);
+    CHECK(used[0].forward_calls == 3);
+    CHECK(capsules_used_text(used) ==
+          "capsules used (1):\n  relu -> reference.relu (reference/cpu, checked, vjp=torchlean-tape): 3 forward, 0 in "
+          "VJPs\n");
+  }
+
+  TEST_CASE("gradients off means VJP mode none and no tape") {
+    Session inference = open_session("checked_cpu", false);
+    CHECK(inference.policy().vjp == VjpMode::None);
+    Var w = inference.parameter(values({2}, {1, 2}));
+    CHECK_FALSE(w.requires_grad());
+    Var y = inference.call(Op::Relu, {w}).value();
+    CHECK(inference.tape_size() == 0);
+    auto grads = inference.backward(y);
+    REQUIRE_FALSE(grads);
+    CHECK(grads.error().code == RuntimeCode::GradientUnavailable);
+    Session training = open_session("checked_cpu", true);
+    CHECK(training.policy().vjp == VjpMode::TorchleanTape);
+  }
+
+  TEST_CASE("show-backend prints the detailed rows of every selection") {
+    std::ostringstream log;
+    SessionOptions options;
+    options.profile = "checked_cpu";
+    options.show_backend = true;
+    options.log = &log;
+    options.preselect = {Op::Matmul};
+    auto session = Session::open(shipped(), reference_handlers(), options);
+    REQUIRE(session);
+    CHECK(log.str() ==
+          "[TorchLean] backend capsules used:\n"
+          "  matmul: reference.matmul provider=reference trust=checked vjp=torchlean-tape reduction=fixed-left\n"
+          "    shape: shape safety for matmul; guarded at runtime by portable runtime shape checks\n"
+          "    layout: canonical-tensor layout compatibility for matmul; guarded at runtime by typed tensor layout\n"
+          "    value: matmul forward refines its TorchLean semantics; covered by test suite reference.values\n"
+          "    vjp: matmul torchlean-tape VJP refines its TorchLean semantics; covered by test suite reference.vjps\n");
+  }
+
+  TEST_CASE("backward through a capsule with VJP mode none is an error naming it") {
+    Session session = open_session("checked_cpu");
+    Var x = session.parameter(values({4}, {0.1, 0.4, 0.3, 0.2}));
+    OpAttrs top;
+    top.k = 2;
+    top.axis = 0;
+    Var mask = session.call(Op::TopKMask, {x}, top).value();
+    Var y = session.call(Op::Mul, {mask, x}).value();
+    Var loss = session.call(Op::ReduceSum, {y}).value();
+    auto grads = session.backward(loss);
+    REQUIRE_FALSE(grads);
+    CHECK(grads.error().message ==
+          "backward through `top_k_mask`: capsule `reference.top_k_mask` has VJP mode none; expected a capsule whose "
+          "VJP is torchlean-tape or backend-vjp");
+  }
+
+  TEST_CASE("backend-vjp capsules call the handler's own backward") {
+    // A handler registry whose relu declares a complete backward, and a catalog that says so.
+    ScratchTree tree("backend-vjp");
+    tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
+                 "name = \"reference.relu\"\nop = \"relu\"\nvjp = \"backend-vjp\"\n"
+                 "contracts.vjp = { claim = \"vjp-refinement\", mode = \"backend-vjp\", evidence = { kind = "
+                 "\"test-suite\", name = \"reference.vjps\" } }\n");
+    tree.replace("profiles/checked_cpu.toml", "vjp = \"torchlean-tape\"", "vjp = \"backend-vjp\"");
+    Workspace workspace = tree.load();
+    REQUIRE_FALSE(has_errors(workspace.diagnostics));
+    SessionOptions options;
+    options.profile = "checked_cpu";
+    options.preselect = {Op::Relu};
+    auto refused = Session::open(workspace, reference_handlers(), options);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.find("has VJP mode backend-vjp, but handler `TorchLean reference CPU relu` "
+                                       "computes no backward of its own") != std::string::npos);
+    HandlerRegistry own;
+    REQUIRE(register_reference_handlers(own));
+    HandlerRegistry with_backward;
+    for (const RegisteredHandler* handler : own.all()) {
+      HandlerSpec spec = handler->spec;
+      if (spec.op == Op::Relu) spec.backend_vjp = true;
+      REQUIRE(with_backward.add(spec));
+    }
+    auto session = Session::open(workspace, with_backward, options);
+    REQUIRE_MESSAGE(session, (session ? std::string() : session.error().message));
+    Var x = session->parameter(values({3}, {-1, 2, 3}));
+    Var y = session->call(Op::Relu, {x}).value();
+    auto grads = session->backward(y);
+    REQUIRE_MESSAGE(grads, (grads ? std::string() : grads.error().message));
+    CHECK(grads->of(x).to_vector() == std::vector<double>{0, 1, 1});
+    CHECK(session->capsules_used()[0].adjoint_calls == 1);
+  }
+
+  TEST_CASE("demoting value evidence to a trusted boundary makes checked_cpu reject it at open") {
+    ScratchTree tree("demote");
+    tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
+                 "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
+                 "evidence = { kind = \"trusted-boundary\", reason = \"demoted for the test\" } }\n");
+    Workspace workspace = tree.load();
+    REQUIRE_FALSE(has_errors(workspace.diagnostics));
+    SessionOptions options;
+    options.profile = "checked_cpu";
+    options.preselect = {Op::Matmul, Op::Relu};
+    auto session = Session::open(workspace, reference_handlers(), options);
+    REQUIRE_FALSE(session);
+    CHECK(session.error().code == RuntimeCode::GateRejected);
+    CHECK(session.error().message.find("torch: backend planning failed for `relu`: backend profile checked_cpu "
+                                       "rejected `relu`: ") == 0);
+    CHECK(session.error().message.find("reference.relu") != std::string::npos);
+    CHECK(session.error().message.find("value") != std::string::npos);
+  }
+
+  TEST_CASE("a prepended module's relu capsule is what the session runs") {
+    ScratchTree tree("prepend");
+    tree.write("catalogs/replacement.toml", std::string(testing::kCatalogHead).replace(
+                                                 std::string(testing::kCatalogHead).find("module = \"inline\""),
+                                                 17, "module = \"replacement\"") +
+                                                 "[[capsule]]\nname = \"replacement.relu\"\nop = \"relu\"\n");
+    // The inline head's guards are not the reference handler's: use the reference defaults.
+    tree.replace("catalogs/replacement.toml", "name = \"shape checks\"", "name = \"portable runtime shape checks\"");
+    tree.replace("catalogs/replacement.toml", "name = \"typed layout\"", "name = \"typed tensor layout\"");
+    tree.replace("profiles/checked_cpu.toml", "modules = [", "modules = [\"replacement\", ");
+    Workspace workspace = tree.load();
+    REQUIRE_MESSAGE(!has_errors(workspace.diagnostics), render(workspace.diagnostics));
+    SessionOptions options;
+    options.profile = "checked_cpu";
+    auto session = Session::open(workspace, reference_handlers(), options);
+    REQUIRE(session);
+    Var x = session->constant(values({2}, {-1, 1}));
+    REQUIRE(session->call(Op::Relu, {x}));
+    CHECK(session->capsules_used().at(0).capsule->name == "replacement.relu");
+  }
+}
+
+}  // namespace capsule
