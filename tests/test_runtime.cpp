@@ -126,6 +126,31 @@ TEST_SUITE("runtime") {
     CHECK(reference_handlers().size() == 53);
   }
 
+  TEST_CASE("10.17 the reference relu handler binds and runs and a changed identity does not bind") {
+    const RegisteredHandler* relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu);
+    REQUIRE(relu != nullptr);
+    const Capsule& capsule = testing::shipped_capsule("reference.relu");
+    HandlerIdentity identity{relu->spec.name, relu->spec.op, relu->spec.provider, relu->spec.device};
+    CHECK_FALSE(binding_mismatch(identity, capsule));
+    const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
+    auto accepted = accept(resolved.planner.plan_op(Op::Relu).value(), resolved.planner.policy());
+    auto kernel = bind(*accepted, reference_handlers());
+    REQUIRE(kernel);
+    const Tensor x = values({3}, {-2, 0, 3});
+    const Tensor inputs[] = {x};
+    CHECK(kernel->run(inputs, OpAttrs{}).value().to_vector() == std::vector<double>{0, 0, 3});
+
+    HandlerIdentity wrong_op = identity;
+    wrong_op.op = Op::Add;
+    CHECK(binding_mismatch(wrong_op, capsule)->find("implements `add`") != std::string::npos);
+    HandlerIdentity wrong_provider = identity;
+    wrong_provider.provider = Provider::Torchlean;
+    CHECK(binding_mismatch(wrong_provider, capsule)->find("uses provider") != std::string::npos);
+    HandlerIdentity wrong_device = identity;
+    wrong_device.device = Device::Cuda;
+    CHECK(binding_mismatch(wrong_device, capsule)->find("targets `cuda`") != std::string::npos);
+  }
+
   TEST_CASE("binding fails with TorchLean's text when only another provider's handler is linked") {
     HandlerRegistry registry;
     HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
