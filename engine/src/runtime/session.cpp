@@ -2,6 +2,7 @@
 #include "capsule/runtime/session.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <ostream>
 
 #include "capsule/text.hpp"
@@ -218,18 +219,25 @@ Var Session::parameter(Tensor value) {
 
 RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAttrs& attrs) {
   State& s = *state_;
-  // Inputs as a contiguous tensor span without allocating for the common small arities.
+  // Kernels take a contiguous span of tensors. For the common small arities the copies live in
+  // an uninitialised local buffer: only the slots in use are constructed (and destroyed below).
   constexpr std::size_t kInline = 6;
-  std::array<Tensor, kInline> inline_inputs;
+  alignas(Tensor) std::byte inline_buffer[kInline * sizeof(Tensor)];
   std::vector<Tensor> spilled;
   std::span<const Tensor> tensors;
   bool taped = false;
+  std::size_t constructed = 0;
+  struct InlineGuard {
+    Tensor* first;
+    std::size_t& count;
+    ~InlineGuard() { std::destroy_n(first, count); }
+  } guard{reinterpret_cast<Tensor*>(inline_buffer), constructed};
   if (inputs.size() <= kInline) {
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      inline_inputs[i] = inputs[i].value_;
-      taped = taped || inputs[i].node_ >= 0;
+    for (; constructed < inputs.size(); ++constructed) {
+      std::construct_at(guard.first + constructed, inputs[constructed].value_);
+      taped = taped || inputs[constructed].node_ >= 0;
     }
-    tensors = std::span<const Tensor>(inline_inputs.data(), inputs.size());
+    tensors = std::span<const Tensor>(guard.first, inputs.size());
   } else {
     spilled.reserve(inputs.size());
     for (const Var& input : inputs) {

@@ -95,20 +95,21 @@ void free_cpu(void* data) noexcept { ::operator delete(data, std::align_val_t{64
 }  // namespace
 
 RuntimeResult<std::shared_ptr<Storage>> Storage::allocate_cpu(std::size_t bytes) {
+  if (bytes <= kInlineBytes) return std::make_shared<Storage>(Private{}, nullptr, bytes, Device::Cpu, nullptr);
   // 64-byte alignment lets kernels use aligned vector loads on every row start of a fresh tensor.
-  void* data = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{64}, std::nothrow);
+  void* data = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
   if (data == nullptr) {
     return runtime_error(RuntimeCode::SizeOverflow, str("cannot allocate ", bytes, " bytes of CPU tensor storage"));
   }
-  return std::shared_ptr<Storage>(new Storage(data, bytes, Device::Cpu, &free_cpu));
+  return std::make_shared<Storage>(Private{}, data, bytes, Device::Cpu, &free_cpu);
 }
 
 std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device device, Deleter deleter) {
-  return std::shared_ptr<Storage>(new Storage(data, bytes, device, deleter));
+  return std::make_shared<Storage>(Private{}, data, bytes, device, deleter);
 }
 
 Storage::~Storage() {
-  if (deleter_ != nullptr) deleter_(data_);
+  if (deleter_ != nullptr && data_ != inline_) deleter_(data_);
 }
 
 RuntimeResult<Tensor> Tensor::empty(const Shape& shape, DType dtype, Device device) {

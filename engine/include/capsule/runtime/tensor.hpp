@@ -61,12 +61,20 @@ std::string to_string(const Shape& shape);
 /// provider wraps its own allocation with `adopt` and a deleter, so the engine never includes a
 /// device header.
 class Storage {
+  struct Private {};
+
  public:
   using Deleter = void (*)(void* data) noexcept;
+  /// Buffers up to this size live inside the Storage object itself, so a small tensor costs one
+  /// heap allocation (object, control block and elements together).
+  static constexpr std::size_t kInlineBytes = 64;
 
   static RuntimeResult<std::shared_ptr<Storage>> allocate_cpu(std::size_t bytes);
   static std::shared_ptr<Storage> adopt(void* data, std::size_t bytes, Device device, Deleter deleter);
 
+  /// Use allocate_cpu or adopt; public only so make_shared can build it.
+  Storage(Private, void* data, std::size_t bytes, Device device, Deleter deleter)
+      : data_(data == nullptr ? inline_ : data), bytes_(bytes), device_(device), deleter_(deleter) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -76,12 +84,12 @@ class Storage {
   Device device() const { return device_; }
 
  private:
-  Storage(void* data, std::size_t bytes, Device device, Deleter deleter)
-      : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
   void* data_;
   std::size_t bytes_;
   Device device_;
   Deleter deleter_;
+  // 16-byte alignment is what the default allocator gives; larger buffers are 64-byte aligned.
+  alignas(16) std::byte inline_[kInlineBytes];
 };
 
 class Tensor {
