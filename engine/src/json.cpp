@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/json.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace capsule {
@@ -91,6 +93,15 @@ JsonWriter& JsonWriter::value(std::int64_t number) {
 JsonWriter& JsonWriter::value(bool flag) {
   separate();
   out_ += flag ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(double number) {
+  if (!std::isfinite(number)) return null();
+  separate();
+  char buffer[32];
+  const auto written = std::to_chars(buffer, buffer + sizeof buffer, number);
+  out_.append(buffer, written.ptr);
   return *this;
 }
 

@@ -18,6 +18,8 @@ struct Environment {
   std::filesystem::path executable_dir;
   /// Current date override (YYYY-MM-DD) for trust expiry, from CAPSULE_TODAY; empty = clock.
   std::string today;
+  /// Standard output is a terminal (progress bars instead of plain lines).
+  bool terminal = false;
 };
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env);

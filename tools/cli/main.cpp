@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -11,5 +13,6 @@ int main(int argc, char** argv) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   env.executable_dir = error ? std::filesystem::path(argv[0]).parent_path() : self.parent_path();
   if (const char* today = std::getenv("CAPSULE_TODAY")) env.today = today;
+  env.terminal = isatty(STDOUT_FILENO) != 0;
   return capsule::cli::run(args, std::cout, std::cerr, env);
 }

@@ -23,6 +23,9 @@ class JsonWriter {
   JsonWriter& value(const char* text) { return value(std::string_view(text)); }
   JsonWriter& value(std::int64_t number);
   JsonWriter& value(bool flag);
+  /// The shortest text that reads back as the same double; NaN and infinities (which JSON cannot
+  /// spell) are written as null.
+  JsonWriter& value(double number);
   JsonWriter& null();
   /// Shorthand for key(name).value(v).
   template <class T>

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runnable examples under named profiles (`capsule run EXAMPLE --profile NAME`). Each example opens
+// an eager Session on the profile, runs every computation through it and ends with the capsules
+// it actually used. Examples link the runtime only: the caller registers the handlers it links
+// and passes the registry in.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "capsule/load.hpp"
+#include "capsule/runtime/handler.hpp"
+
+namespace capsule::examples {
+
+struct ExampleInfo {
+  std::string_view name;
+  std::string_view summary;
+  bool has_model = false;  ///< builds a model whose graph `--dump-graph` can write
+};
+
+/// Every example, in the order `capsule run --help` lists them.
+std::span<const ExampleInfo> all_examples();
+/// The example called `name`, or nullptr.
+const ExampleInfo* find_example(std::string_view name);
+
+struct ExampleOptions {
+  std::string profile;  ///< a profile name loaded in the workspace
+  bool show_backend = false;  ///< the session prints its backend report at open and per selection
+  bool json = false;          ///< print one JSON object instead of text
+  bool terminal = false;      ///< `out` is a terminal: draw a progress bar instead of plain lines
+  /// Write the model's lowered IR graph here (examples with a model only).
+  std::optional<std::filesystem::path> dump_graph;
+};
+
+/// Runs example `name` under `options.profile`, writing its report to `out` and the session's
+/// backend log (with show_backend) to `log`. Errors: unknown-example for a name that is not an
+/// example, invalid-argument for --dump-graph on an example without a model, and whatever the
+/// session reports (a gate rejection, a missing handler, no usable device) unchanged.
+RuntimeStatus run_example(std::string_view name, const Workspace& workspace, const HandlerRegistry& handlers,
+                          const ExampleOptions& options, std::ostream& out, std::ostream& log);
+
+}  // namespace capsule::examples

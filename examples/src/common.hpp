@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every example shares: opening its session, progress output, number formatting, the
+// closing capsules-used report, and the graph dump.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/examples.hpp"
+#include "capsule/json.hpp"
+#include "capsule/runtime/model.hpp"
+#include "capsule/runtime/session.hpp"
+
+namespace capsule::examples::detail {
+
+/// The common inputs of one example run.
+struct Run {
+  const Workspace& workspace;
+  const HandlerRegistry& handlers;
+  const ExampleOptions& options;
+  std::ostream& out;
+  std::ostream& log;
+};
+
+/// Opens a session on the run's profile with `preselect` selected at open, so a rejected capsule
+/// stops the example before anything runs.
+RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, bool gradients);
+
+/// TorchLean's plan report (report.hpp) for `ops` under the run's profile.
+RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops);
+
+/// Writes the lowered graph when the run asked for --dump-graph, and says so on `out` (text).
+RuntimeStatus dump_graph(const Run& run, const Graph& graph);
+
+/// `value` with `decimals` digits after the point.
+std::string fixed(double value, int decimals = 6);
+/// `[a, b, c]` with fixed decimals.
+std::string fixed_row(std::span<const double> values, int decimals = 6);
+
+/// Training progress: a redrawn bar on a terminal, otherwise one plain line
+/// `step K/N loss X` at the first step, every `every` steps and the last.
+class Progress {
+ public:
+  Progress(std::ostream& out, bool terminal, std::int64_t total, std::int64_t every)
+      : out_(out), terminal_(terminal), total_(total), every_(every) {}
+  void update(std::int64_t step, double loss);
+  void finish();
+
+ private:
+  std::ostream& out_;
+  bool terminal_;
+  std::int64_t total_;
+  std::int64_t every_;
+  bool drawn_ = false;
+};
+
+/// A uniform draw in [lo, hi) from a splitmix64 stream (the examples' synthetic data).
+double uniform(std::uint64_t& state, double lo, double hi);
+
+/// Writes `capsules_used` and `sources` into the open JSON object and closes it.
+void close_json(JsonWriter& json, const Session& session);
+
+RuntimeStatus mlp_regression(const Run& run);
+RuntimeStatus causal_attention(const Run& run);
+RuntimeStatus cnn_classifier(const Run& run);
+
+}  // namespace capsule::examples::detail

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "capsule/report.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/text.hpp"
+#include "common.hpp"
+
+namespace capsule::examples {
+namespace {
+
+constexpr std::array<ExampleInfo, 3> kExamples{{
+    {"mlp_regression", "the 4-8-1 MLP of TorchLean §10.8 trained with Adam (lr 0.01) on a synthetic regression task",
+     true},
+    {"causal_attention", "TorchLean §10.15: hard-masked causal softmax, and the leak of a finite sentinel", false},
+    {"cnn_classifier", "conv + relu + max pool + linear, trained with cross entropy to tell horizontal from vertical bars",
+     true},
+}};
+
+}  // namespace
+
+std::span<const ExampleInfo> all_examples() { return kExamples; }
+
+const ExampleInfo* find_example(std::string_view name) {
+  for (const ExampleInfo& example : kExamples) {
+    if (example.name == name) return &example;
+  }
+  return nullptr;
+}
+
+RuntimeStatus run_example(std::string_view name, const Workspace& workspace, const HandlerRegistry& handlers,
+                          const ExampleOptions& options, std::ostream& out, std::ostream& log) {
+  const ExampleInfo* example = find_example(name);
+  if (example == nullptr) {
+    std::vector<std::string_view> names;
+    for (const ExampleInfo& e : kExamples) names.push_back(e.name);
+    const std::string nearest = nearest_name(name, names);
+    std::vector<std::string> all(names.begin(), names.end());
+    return runtime_error(RuntimeCode::UnknownExample,
+                         str("unknown example `", name, "` (examples: ", join(all, ", "), ")",
+                             nearest.empty() ? "" : str("; did you mean `", nearest, "`?")));
+  }
+  if (options.dump_graph && !example->has_model) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("--dump-graph: example `", name, "` builds no model, so it has no graph to write"));
+  }
+  const detail::Run run{workspace, handlers, options, out, log};
+  if (name == "mlp_regression") return detail::mlp_regression(run);
+  if (name == "causal_attention") return detail::causal_attention(run);
+  return detail::cnn_classifier(run);
+}
+
+namespace detail {
+
+RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, bool gradients) {
+  SessionOptions options;
+  options.profile = run.options.profile;
+  options.gradients = gradients;
+  options.show_backend = run.options.show_backend;
+  options.log = &run.log;
+  options.preselect = std::move(preselect);
+  return Session::open(run.workspace, run.handlers, std::move(options));
+}
+
+RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
+  const ProfilePtr profile = run.workspace.find_profile(run.options.profile);
+  if (!profile) return runtime_error(RuntimeCode::UnknownProfile, str("unknown profile `", run.options.profile, "`"));
+  auto resolved = resolve_profile(run.workspace, profile);
+  if (!resolved) return runtime_error(RuntimeCode::ProfileInvalid, resolved.error());
+  auto plan = resolved->planner.plan_ops(ops);
+  if (!plan) {
+    return runtime_error(RuntimeCode::PlanningFailed,
+                         plan_error_report(plan.error(), ReportFormat::Text, resolved->sources));
+  }
+  return plan_report(*resolved, *plan, ReportFormat::Text);
+}
+
+RuntimeStatus dump_graph(const Run& run, const Graph& graph) {
+  if (!run.options.dump_graph) return std::monostate{};
+  CAPSULE_CHECK(write_graph_toml(graph, *run.options.dump_graph));
+  if (!run.options.json) {
+    std::size_t planned = 0;
+    for (const GraphNode& node : graph.nodes) planned += node.op ? 1U : 0U;
+    run.out << str("wrote graph `", graph.name, "` (", graph.nodes.size(), " nodes, ", planned, " with a kernel) to ",
+                   run.options.dump_graph->string(), "\n");
+  }
+  return std::monostate{};
+}
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  // -0.000000 reads as a sign where there is none; print the zero plainly.
+  std::string text = buffer;
+  if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
+  return text;
+}
+
+std::string fixed_row(std::span<const double> values, int decimals) {
+  std::vector<std::string> parts;
+  for (const double v : values) parts.push_back(fixed(v, decimals));
+  return "[" + join(parts, ", ") + "]";
+}
+
+void Progress::update(std::int64_t step, double loss) {
+  if (terminal_) {
+    constexpr std::int64_t kWidth = 30;
+    const std::int64_t filled = total_ > 0 ? step * kWidth / total_ : kWidth;
+    out_ << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
+         << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] step " << step << "/" << total_
+         << " loss " << fixed(loss) << std::flush;
+    drawn_ = true;
+    return;
+  }
+  if (step == 1 || step == total_ || (every_ > 0 && step % every_ == 0)) {
+    out_ << "step " << step << "/" << total_ << " loss " << fixed(loss) << "\n";
+  }
+}
+
+void Progress::finish() {
+  if (drawn_) out_ << "\n";
+  drawn_ = false;
+}
+
+double uniform(std::uint64_t& state, double lo, double hi) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return lo + (hi - lo) * (static_cast<double>(z >> 11) * 0x1.0p-53);
+}
+
+void close_json(JsonWriter& json, const Session& session) {
+  const std::vector<CapsuleUse> uses = session.capsules_used();
+  json.key("capsules_used");
+  write_capsules_used_json(json, uses);
+  write_sources_json(json, session.sources());
+  json.end_object();
+}
+
+}  // namespace detail
+}  // namespace capsule::examples

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule run EXAMPLE --profile NAME` (issue item 8), driven in-process: TorchLean §10.15's
+// numbers, a falling loss, JSON output, the graph dump, and the exit statuses of SPEC §7.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "capsule/examples.hpp"
+#include "test_support.hpp"
+
+using capsule::testing::CliRun;
+using capsule::testing::source_dir;
+
+namespace {
+
+CliRun run(std::vector<std::string> args) {
+  args.insert(args.begin(), "run");
+  args.push_back("--catalogs");
+  args.push_back((source_dir() / "catalogs").string());
+  args.push_back("--profiles");
+  args.push_back((source_dir() / "profiles").string());
+  return capsule::testing::run_cli(std::move(args));
+}
+
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+/// The numbers after `loss ` on each `step K/N loss X` line.
+std::vector<double> step_losses(const std::string& out) {
+  std::vector<double> losses;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("step ", 0) != 0) continue;
+    const auto at = line.find(" loss ");
+    if (at != std::string::npos) losses.push_back(std::stod(line.substr(at + 6)));
+  }
+  return losses;
+}
+
+/// A strict JSON syntax check (RFC 8259 grammar, no extensions), enough to say that the output
+/// parses; it collects the keys of the top-level object.
+class JsonCheck {
+ public:
+  explicit JsonCheck(std::string_view text) : text_(text) {}
+
+  /// True when the whole text is one JSON object (trailing whitespace allowed).
+  bool one_object() {
+    skip_space();
+    if (peek() != '{' || !value(0)) return false;
+    skip_space();
+    return at_ == text_.size();
+  }
+  const std::vector<std::string>& top_keys() const { return top_keys_; }
+
+ private:
+  char peek() const { return at_ < text_.size() ? text_[at_] : '\0'; }
+  void skip_space() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t' || text_[at_] == '\r')) ++at_;
+  }
+  bool literal(std::string_view word) {
+    if (text_.substr(at_, word.size()) != word) return false;
+    at_ += word.size();
+    return true;
+  }
+  bool string(std::string* out) {
+    if (peek() != '"') return false;
+    ++at_;
+    while (at_ < text_.size() && text_[at_] != '"') {
+      if (static_cast<unsigned char>(text_[at_]) < 0x20) return false;
+      if (text_[at_] == '\\') ++at_;
+      if (out != nullptr) out->push_back(text_[at_]);
+      ++at_;
+    }
+    if (at_ >= text_.size()) return false;
+    ++at_;
+    return true;
+  }
+  bool number() {
+    const std::size_t start = at_;
+    if (peek() == '-') ++at_;
+    const auto digits = [this] {
+      const std::size_t from = at_;
+      while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9') ++at_;
+      return at_ > from;
+    };
+    if (!digits()) return false;
+    if (peek() == '.' && (++at_, !digits())) return false;
+    if (peek() == 'e' || peek() == 'E') {
+      ++at_;
+      if (peek() == '+' || peek() == '-') ++at_;
+      if (!digits()) return false;
+    }
+    return at_ > start;
+  }
+  bool value(int depth) {
+    skip_space();
+    switch (peek()) {
+      case '{': {
+        ++at_;
+        skip_space();
+        if (peek() == '}') return ++at_, true;
+        while (true) {
+          skip_space();
+          std::string key;
+          if (!string(&key)) return false;
+          if (depth == 0) top_keys_.push_back(key);
+          skip_space();
+          if (peek() != ':') return false;
+          ++at_;
+          if (!value(depth + 1)) return false;
+          skip_space();
+          if (peek() == '}') return ++at_, true;
+          if (peek() != ',') return false;
+          ++at_;
+        }
+      }
+      case '[': {
+        ++at_;
+        skip_space();
+        if (peek() == ']') return ++at_, true;
+        while (true) {
+          if (!value(depth + 1)) return false;
+          skip_space();
+          if (peek() == ']') return ++at_, true;
+          if (peek() != ',') return false;
+          ++at_;
+        }
+      }
+      case '"': return string(nullptr);
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
+    }
+  }
+
+  std::string_view text_;
+  std::size_t at_ = 0;
+  std::vector<std::string> top_keys_;
+};
+
+}  // namespace
+
+TEST_SUITE("examples") {
+  TEST_CASE("causal_attention reproduces TorchLean's section 10.15 numbers") {
+    const CliRun r = run({"causal_attention", "--profile", "checked_cpu"});
+    CHECK_MESSAGE(r.status == 0, r.err);
+    CHECK(has(r.out, "  [1.000000, 0.000000, 0.000000]\n  [0.622459, 0.377541, 0.000000]\n"
+                     "  [0.333333, 0.333333, 0.333333]\n"));
+    CHECK(has(r.out, "hard_masked_softmax:          [0.000000, 0.000000, 0.000000]"));
+    CHECK(has(r.out, "softmax with sentinel -30:    [0.333333, 0.333333, 0.333333]"));
+    CHECK(has(r.out, "softmax with sentinel -30:    0.034425"));
+    CHECK(has(r.out, "softmax with sentinel -1e30:  0.000000"));
+    CHECK(has(r.out, "(exactly 0)"));
+    CHECK(has(r.out, "capsules used (7):\n"));
+    CHECK(has(r.out, "scaled_dot_product_attention -> reference.attention"));
+    CHECK(r.err.empty());
+  }
+
+  TEST_CASE("mlp_regression trains with a falling loss and lists the capsules used") {
+    const CliRun r = run({"mlp_regression", "--profile", "checked_cpu"});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(has(r.out, "profile=checked_cpu device=cpu assurance=checked vjp=torchlean-tape\n"));
+    CHECK(has(r.out, "trusted external boundary: none\n"));
+    CHECK(has(r.out, "sources:\n"));
+    const std::vector<double> losses = step_losses(r.out);
+    REQUIRE(losses.size() == 11);  // step 1, every 20th, and the last
+    CHECK(losses.back() < losses.front() / 10);
+    CHECK(has(r.out, "step 200/200 loss "));
+    CHECK(has(r.out, "(falling)"));
+    CHECK(has(r.out, "capsules used ("));
+    CHECK(has(r.out, "  mse_loss -> reference.mse_loss (reference/cpu, checked, vjp=torchlean-tape): 200 forward"));
+    CHECK_FALSE(has(r.out, "\r"));  // not a terminal: plain lines, no progress bar
+  }
+
+  TEST_CASE("a terminal gets a progress bar instead of plain lines") {
+    capsule::cli::Environment env;
+    env.terminal = true;
+    const CliRun r = capsule::testing::run_cli({"run", "cnn_classifier", "--profile", "checked_cpu", "--catalogs",
+                                                (source_dir() / "catalogs").string(), "--profiles",
+                                                (source_dir() / "profiles").string()},
+                                               env);
+    REQUIRE(r.status == 0);
+    CHECK(has(r.out, "\r[##############################] step 25/25 loss "));
+  }
+
+  TEST_CASE("cnn_classifier trains conv and pool layers for a few steps") {
+    const CliRun r = run({"cnn_classifier", "--profile", "checked_cpu"});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const std::vector<double> losses = step_losses(r.out);
+    REQUIRE(losses.size() == 25);
+    CHECK(losses.back() < losses.front() / 2);
+    CHECK(has(r.out, "accuracy 16/16"));
+    CHECK(has(r.out, "  conv -> reference.conv"));
+    CHECK(has(r.out, "  max_pool -> reference.max_pool"));
+  }
+
+  TEST_CASE("--format json prints one object with the capsules used and the sources") {
+    for (const char* example : {"mlp_regression", "causal_attention", "cnn_classifier"}) {
+      INFO(example);
+      const CliRun r = run({example, "--profile", "checked_cpu", "--format", "json"});
+      REQUIRE_MESSAGE(r.status == 0, r.err);
+      JsonCheck json(r.out);
+      REQUIRE_MESSAGE(json.one_object(), r.out);
+      const std::vector<std::string>& keys = json.top_keys();
+      CHECK(keys.front() == "example");
+      CHECK(std::find(keys.begin(), keys.end(), "capsules_used") != keys.end());
+      CHECK(std::find(keys.begin(), keys.end(), "sources") != keys.end());
+      CHECK(has(r.out, std::string("{\"example\":\"") + example + "\",\"profile\":\"checked_cpu\""));
+      CHECK(has(r.out, "\"capsules_used\":[{\"op\":"));
+      CHECK(has(r.out, "\"sources\":[{\"path\":"));
+    }
+    const CliRun mlp = run({"mlp_regression", "--profile", "checked_cpu", "--format", "json"});
+    CHECK(has(mlp.out, "\"losses\":[0."));
+    CHECK(has(mlp.out, "\"final_loss\":0.0"));
+    const CliRun attention = run({"causal_attention", "--profile", "checked_cpu", "--format", "json"});
+    CHECK(has(attention.out, "\"sentinel_minus_1e30\":0,\"hard_masked_softmax\":0}"));
+    CHECK(has(attention.out, "\"sentinel_minus_30\":3.44247"));
+  }
+
+  TEST_CASE("--show-backend prints the session's backend report") {
+    const CliRun r = run({"causal_attention", "--profile", "checked_cpu", "--show-backend"});
+    REQUIRE(r.status == 0);
+    CHECK(r.out.rfind("[TorchLean] backend capsules used:\n", 0) == 0);
+    CHECK(has(r.out, "  softmax: reference.softmax provider=reference"));
+    const CliRun json = run({"causal_attention", "--profile", "checked_cpu", "--show-backend", "--format", "json"});
+    REQUIRE(json.status == 0);
+    CHECK(JsonCheck(json.out).one_object());
+    CHECK(has(json.err, "[TorchLean] backend capsules used:"));
+  }
+
+  TEST_CASE("--dump-graph writes the lowered model as a graph file that plans") {
+    const auto file = std::filesystem::temp_directory_path() / "capsule-examples-mlp.graph.toml";
+    std::filesystem::remove(file);
+    const CliRun r = run({"mlp_regression", "--profile", "checked_cpu", "--dump-graph", file.string()});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(has(r.out, "wrote graph `mlp-4-8-1` (18 nodes, 13 with a kernel)"));
+    capsule::Diagnostics diagnostics;
+    const auto graph = capsule::load_graph(file, diagnostics);
+    REQUIRE(graph);
+    CHECK(graph->nodes.size() == 18);
+    const CliRun plan = capsule::testing::run_cli({"plan", "--profile", "checked_cpu", "--graph", file.string(),
+                                                   "--catalogs", (source_dir() / "catalogs").string(), "--profiles",
+                                                   (source_dir() / "profiles").string()});
+    CHECK(plan.status == 0);
+    CHECK(has(plan.out, "nodes 18, planned 13\n"));
+
+    const CliRun no_model = run({"causal_attention", "--profile", "checked_cpu", "--dump-graph", file.string()});
+    CHECK(no_model.status == 2);
+    CHECK(has(no_model.err, "builds no model"));
+    const CliRun no_dir = run({"mlp_regression", "--profile", "checked_cpu", "--dump-graph", "/nonexistent-dir/x.toml"});
+    CHECK(no_dir.status == 2);
+    CHECK(has(no_dir.err, "does not exist"));
+  }
+
+  TEST_CASE("an unknown example exits 2 with a suggestion") {
+    const CliRun r = run({"mlp_regresion", "--profile", "checked_cpu"});
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "unknown example `mlp_regresion`"));
+    CHECK(has(r.err, "did you mean `mlp_regression`?"));
+    CHECK(r.out.empty());
+    const CliRun none = run({"--profile", "checked_cpu"});
+    CHECK(none.status == 2);
+    CHECK(has(none.err, "run needs an example: mlp_regression, causal_attention, cnn_classifier"));
+    const CliRun no_profile = run({"mlp_regression"});
+    CHECK(no_profile.status == 2);
+    const CliRun bad_profile = run({"mlp_regression", "--profile", "checked_cpux"});
+    CHECK(bad_profile.status == 2);
+    CHECK(has(bad_profile.err, "did you mean `checked_cpu`?"));
+  }
+
+  TEST_CASE("checked_cuda without a usable CUDA device exits 1 before anything runs") {
+    const CliRun r = run({"mlp_regression", "--profile", "checked_cuda"});
+    CHECK(r.status == 1);
+    CHECK(has(r.err, "error[device-unavailable]: "));
+    CHECK(has(r.err, "no usable CUDA device"));
+    CHECK_FALSE(has(r.out, "step 1/"));
+  }
+
+  TEST_CASE("a future target profile stops at open with the missing-capsule error") {
+    const CliRun r = run({"causal_attention", "--profile", "future_metal"});
+    CHECK(r.status == 1);
+    CHECK(has(r.err, "error["));
+    CHECK(r.out.empty());
+  }
+
+  TEST_CASE("run --help lists the examples") {
+    const CliRun r = capsule::testing::run_cli({"run", "--help"});
+    CHECK(r.status == 0);
+    for (const capsule::examples::ExampleInfo& e : capsule::examples::all_examples()) {
+      CHECK(has(r.out, std::string("  ") + std::string(e.name)));
+    }
+  }
+
+  TEST_CASE("run_example reports an unknown example as a value") {
+    capsule::HandlerRegistry handlers;
+    std::ostringstream out;
+    capsule::examples::ExampleOptions options;
+    options.profile = "checked_cpu";
+    auto status = capsule::examples::run_example("nope", capsule::testing::shipped(), handlers, options, out, out);
+    REQUIRE_FALSE(status);
+    CHECK(status.error().code == capsule::RuntimeCode::UnknownExample);
+  }
+}
