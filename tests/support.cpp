@@ -3,8 +3,12 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <stdexcept>
+
+#include "capsule/text.hpp"
 
 namespace capsule::testing {
 
@@ -69,5 +73,32 @@ std::string read_text(const std::filesystem::path& file) {
   buffer << in.rdbuf();
   return buffer.str();
 }
+
+ScratchTree::ScratchTree(std::string_view name) {
+  root_ = std::filesystem::temp_directory_path() / str("capsule-test-", name, "-", ::getpid());
+  std::filesystem::remove_all(root_);
+  std::filesystem::create_directories(root_);
+  std::filesystem::copy(source_dir() / "catalogs", catalogs());
+  std::filesystem::copy(source_dir() / "profiles", profiles());
+}
+
+ScratchTree::~ScratchTree() {
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+void ScratchTree::write(const std::filesystem::path& relative, std::string_view text) const {
+  std::ofstream(root_ / relative) << text;
+}
+
+void ScratchTree::replace(const std::filesystem::path& relative, std::string_view from, std::string_view to) const {
+  std::string text = read_text(root_ / relative);
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, "`", std::string(from), "` is not in ", relative.string());
+  text.replace(at, from.size(), to);
+  write(relative, text);
+}
+
+Workspace ScratchTree::load() const { return load_workspace({catalogs()}, {profiles()}); }
 
 }  // namespace capsule::testing

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "capsule/handlers/reference.hpp"
 #include "capsule/runtime/session.hpp"
@@ -40,30 +39,6 @@ Session open_session(std::string profile, bool gradients = true, std::vector<Op>
 Tensor values(std::initializer_list<std::int64_t> dims, std::initializer_list<double> v, DType dtype = DType::F64) {
   return Tensor::from_values(dims, dtype, v).value();
 }
-
-/// A scratch copy of the shipped catalogs and profiles that a test may edit.
-struct ScratchTree {
-  std::filesystem::path root;
-  explicit ScratchTree(std::string_view name) {
-    root = std::filesystem::temp_directory_path() / str("capsule-runtime-", name, "-", ::getpid());
-    std::filesystem::remove_all(root);
-    std::filesystem::create_directories(root);
-    std::filesystem::copy(testing::source_dir() / "catalogs", root / "catalogs");
-    std::filesystem::copy(testing::source_dir() / "profiles", root / "profiles");
-  }
-  ~ScratchTree() { std::filesystem::remove_all(root); }
-  void write(const std::filesystem::path& relative, std::string_view text) const {
-    std::ofstream(root / relative) << text;
-  }
-  void replace(const std::filesystem::path& relative, std::string_view from, std::string_view to) const {
-    std::string text = testing::read_text(root / relative);
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-    write(relative, text);
-  }
-  Workspace load() const { return load_workspace({root / "catalogs"}, {root / "profiles"}); }
-};
 
 }  // namespace
 
@@ -229,7 +204,7 @@ TEST_SUITE("runtime") {
   }
 
   TEST_CASE("a metal profile with capsules but no linked runtime fails at open") {
-    ScratchTree tree("metal");
+    testing::ScratchTree tree("metal");
     tree.write("catalogs/metal.toml", std::string(R"(schema = 1
 module = "metal-demo"
 [defaults]
@@ -344,7 +319,7 @@ providers = ["mps"]
 
   TEST_CASE("backend-vjp capsules call the handler's own backward") {
     // A handler registry whose relu declares a complete backward, and a catalog that says so.
-    ScratchTree tree("backend-vjp");
+    testing::ScratchTree tree("backend-vjp");
     tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
                  "name = \"reference.relu\"\nop = \"relu\"\nvjp = \"backend-vjp\"\n"
                  "contracts.vjp = { claim = \"vjp-refinement\", mode = \"backend-vjp\", evidence = { kind = "
@@ -378,7 +353,7 @@ providers = ["mps"]
   }
 
   TEST_CASE("demoting value evidence to a trusted boundary makes checked_cpu reject it at open") {
-    ScratchTree tree("demote");
+    testing::ScratchTree tree("demote");
     tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
                  "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
                  "evidence = { kind = \"trusted-boundary\", reason = \"demoted for the test\" } }\n");
@@ -397,7 +372,7 @@ providers = ["mps"]
   }
 
   TEST_CASE("a prepended module's relu capsule is what the session runs") {
-    ScratchTree tree("prepend");
+    testing::ScratchTree tree("prepend");
     tree.write("catalogs/replacement.toml", std::string(testing::kCatalogHead).replace(
                                                  std::string(testing::kCatalogHead).find("module = \"inline\""),
                                                  17, "module = \"replacement\"") +

@@ -62,4 +62,25 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
 /// Reads a whole file.
 std::string read_text(const std::filesystem::path& file);
 
+/// A scratch copy of the shipped catalogs and profiles that a test may edit; removed when the
+/// test ends.
+class ScratchTree {
+ public:
+  explicit ScratchTree(std::string_view name);
+  ~ScratchTree();
+  ScratchTree(const ScratchTree&) = delete;
+  ScratchTree& operator=(const ScratchTree&) = delete;
+
+  const std::filesystem::path& root() const { return root_; }
+  std::filesystem::path catalogs() const { return root_ / "catalogs"; }
+  std::filesystem::path profiles() const { return root_ / "profiles"; }
+  void write(const std::filesystem::path& relative, std::string_view text) const;
+  /// Replaces the first occurrence of `from`; fails the test when it is absent.
+  void replace(const std::filesystem::path& relative, std::string_view from, std::string_view to) const;
+  Workspace load() const;
+
+ private:
+  std::filesystem::path root_;
+};
+
 }  // namespace capsule::testing
