@@ -283,6 +283,28 @@ providers = ["mps"]
     CHECK(training.policy().vjp == VjpMode::TorchleanTape);
   }
 
+  TEST_CASE("Vars from a cleared tape are constants and never alias the next tape's nodes") {
+    Session session = open_session("checked_cpu");
+    Var p = session.parameter(values({2}, {1, -2}));
+    Var old = session.call(Op::Scale, {p}, [] { OpAttrs a; a.alpha = 3; return a; }()).value();
+    session.clear_tape();
+    CHECK(session.tape_size() == 0);
+    // The new tape reuses node indices 0 and 1; `old` must not be mistaken for either.
+    Var q = session.parameter(values({2}, {5, 7}));
+    Var filler = session.call(Op::Neg, {q}).value();
+    Var y = session.call(Op::Mul, {old, q}).value();
+    Var loss = session.call(Op::ReduceSum, {y}).value();
+    auto grads = session.backward(loss);
+    REQUIRE(grads);
+    CHECK(grads->of(q).to_vector() == std::vector<double>{3, -6});
+    CHECK_FALSE(grads->of(p).defined());
+    CHECK_FALSE(grads->of(old).defined());
+    (void)filler;
+    auto stale = session.backward(old);
+    REQUIRE_FALSE(stale);
+    CHECK(stale.error().code == RuntimeCode::GradientUnavailable);
+  }
+
   TEST_CASE("show-backend prints the detailed rows of every selection") {
     std::ostringstream log;
     SessionOptions options;

@@ -35,7 +35,13 @@ struct Session::State {
   std::array<std::int32_t, kOpCount> use_slot{};
   std::vector<CapsuleUse> uses;
   std::vector<TapeNode> tape;
+  std::uint64_t tape_generation = 1;  // bumped by clear_tape; Vars carry the generation they index
   bool in_backward = false;
+
+  /// The tape node `var` refers to on the current tape, or -1 (constant, or an older tape).
+  std::int32_t node_of(std::int32_t node, std::uint64_t tape_id) const {
+    return tape_id == tape_generation ? node : -1;
+  }
 
   RuntimeResult<const ExecutableKernel*> select(Op op);
   RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
@@ -149,7 +155,10 @@ const KernelPolicy& Session::policy() const { return state_->policy; }
 bool Session::gradients() const { return state_->options.gradients; }
 const std::vector<SourceFile>& Session::sources() const { return state_->resolved->sources; }
 std::size_t Session::tape_size() const { return state_->tape.size(); }
-void Session::clear_tape() { state_->tape.clear(); }
+void Session::clear_tape() {
+  state_->tape.clear();
+  ++state_->tape_generation;
+}
 
 std::size_t Session::selection_count() const {
   return static_cast<std::size_t>(std::count_if(state_->selected.begin(), state_->selected.end(),
@@ -210,11 +219,11 @@ RuntimeResult<Tensor> Session::State::dispatch(Op op, std::span<const Tensor> in
 }
 
 Var Session::parameter(Tensor value) {
-  if (!state_->options.gradients) return Var(std::move(value), -1);
+  if (!state_->options.gradients) return Var(std::move(value), -1, 0);
   TapeNode node;
   node.output = value;
   state_->tape.push_back(std::move(node));
-  return Var(std::move(value), static_cast<std::int32_t>(state_->tape.size() - 1));
+  return Var(std::move(value), static_cast<std::int32_t>(state_->tape.size() - 1), state_->tape_generation);
 }
 
 RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAttrs& attrs) {
@@ -235,31 +244,35 @@ RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAtt
   if (inputs.size() <= kInline) {
     for (; constructed < inputs.size(); ++constructed) {
       std::construct_at(guard.first + constructed, inputs[constructed].value_);
-      taped = taped || inputs[constructed].node_ >= 0;
+      taped = taped || s.node_of(inputs[constructed].node_, inputs[constructed].tape_) >= 0;
     }
     tensors = std::span<const Tensor>(guard.first, inputs.size());
   } else {
     spilled.reserve(inputs.size());
     for (const Var& input : inputs) {
       spilled.push_back(input.value_);
-      taped = taped || input.node_ >= 0;
+      taped = taped || s.node_of(input.node_, input.tape_) >= 0;
     }
     tensors = spilled;
   }
   CAPSULE_TRY(Tensor out, s.dispatch(op, tensors, attrs));
-  if (!taped || !s.options.gradients || s.in_backward) return Var(std::move(out), -1);
+  if (!taped || !s.options.gradients || s.in_backward) return Var(std::move(out), -1, 0);
   TapeNode node;
   node.kernel = s.selected[static_cast<std::size_t>(op)].get();
   node.op = op;
-  node.inputs.assign(inputs.begin(), inputs.end());
+  node.inputs.reserve(inputs.size());
+  for (const Var& input : inputs) {
+    // Inputs from an older tape enter this one as constants.
+    node.inputs.push_back(Var(input.value_, s.node_of(input.node_, input.tape_), s.tape_generation));
+  }
   node.output = out;
   node.attrs = attrs;
   s.tape.push_back(std::move(node));
-  return Var(std::move(out), static_cast<std::int32_t>(s.tape.size() - 1));
+  return Var(std::move(out), static_cast<std::int32_t>(s.tape.size() - 1), s.tape_generation);
 }
 
 Tensor Gradients::of(const Var& var) const {
-  if (var.node_ < 0 || static_cast<std::size_t>(var.node_) >= by_node_.size()) return Tensor();
+  if (var.node_ < 0 || var.tape_ != tape_ || static_cast<std::size_t>(var.node_) >= by_node_.size()) return Tensor();
   return by_node_[static_cast<std::size_t>(var.node_)];
 }
 
@@ -270,7 +283,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
                          str("backward: gradients are off in this session (profile `", profile().name,
                              "` runs with VJP mode none)"));
   }
-  if (root.node_ < 0 || static_cast<std::size_t>(root.node_) >= s.tape.size()) {
+  if (s.node_of(root.node_, root.tape_) < 0 || static_cast<std::size_t>(root.node_) >= s.tape.size()) {
     return runtime_error(RuntimeCode::GradientUnavailable,
                          "backward: the root does not depend on any parameter of the current tape");
   }
@@ -281,6 +294,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
   } scope(s.in_backward);
 
   Gradients grads;
+  grads.tape_ = s.tape_generation;
   grads.by_node_.resize(s.tape.size());
   CAPSULE_TRY(grads.by_node_[static_cast<std::size_t>(root.node_)],
               Tensor::full(root.value_.shape(), root.value_.dtype(), 1.0));

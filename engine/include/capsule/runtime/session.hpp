@@ -44,25 +44,30 @@ class Var {
   Var() = default;
   const Tensor& value() const { return value_; }
   const Shape& shape() const { return value_.shape(); }
+  /// True when the Var was taped (a parameter or a result depending on one). After the session's
+  /// tape is cleared, the session treats it as a constant.
   bool requires_grad() const { return node_ >= 0; }
 
  private:
   friend class Session;
   friend class Gradients;
-  Var(Tensor value, std::int32_t node) : value_(std::move(value)), node_(node) {}
+  Var(Tensor value, std::int32_t node, std::uint64_t tape) : value_(std::move(value)), node_(node), tape_(tape) {}
   Tensor value_;
   std::int32_t node_ = -1;
+  std::uint64_t tape_ = 0;  ///< which tape `node_` indexes (the session's tape generation)
 };
 
 /// The gradients of one backward pass, looked up by the Vars of that tape.
 class Gradients {
  public:
-  /// The gradient of `var`, or an undefined Tensor when nothing flowed into it.
+  /// The gradient of `var`, or an undefined Tensor when nothing flowed into it (or `var` belongs
+  /// to another tape).
   Tensor of(const Var& var) const;
 
  private:
   friend class Session;
   std::vector<Tensor> by_node_;
+  std::uint64_t tape_ = 0;
 };
 
 /// One capsule the session ran, with how often.
@@ -95,7 +100,7 @@ class Session {
   const std::vector<SourceFile>& sources() const;
 
   /// A value with no gradient.
-  Var constant(Tensor value) const { return Var(std::move(value), -1); }
+  Var constant(Tensor value) const { return Var(std::move(value), -1, 0); }
   /// A leaf whose gradient backward() computes. With gradients off it is a constant.
   Var parameter(Tensor value);
 
@@ -111,7 +116,8 @@ class Session {
   /// through this session's capsules, `backend-vjp` calls the handler's own backward, and `none`
   /// is an error naming the capsule.
   RuntimeResult<Gradients> backward(const Var& root);
-  /// Forgets the tape (Vars from it no longer require gradients afterwards).
+  /// Forgets the tape. Vars recorded on it are constants to this session afterwards: their node
+  /// indices are never confused with the next tape's.
   void clear_tape();
   std::size_t tape_size() const;
 
