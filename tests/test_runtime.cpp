@@ -305,6 +305,52 @@ providers = ["mps"]
     CHECK(stale.error().code == RuntimeCode::GradientUnavailable);
   }
 
+  TEST_CASE("a Var from another session is a constant there") {
+    Session first = open_session("checked_cpu");
+    Session second = open_session("checked_cpu");
+    Var foreign = first.parameter(values({2}, {1, 2}));
+    Var own = second.parameter(values({2}, {3, 4}));
+    CHECK_FALSE(second.on_tape(foreign));
+    Var y = second.call(Op::Mul, {foreign, own}).value();
+    auto grads = second.backward(second.call(Op::ReduceSum, {y}).value());
+    REQUIRE(grads);
+    CHECK(grads->of(own).to_vector() == std::vector<double>{1, 2});
+    CHECK_FALSE(grads->of(foreign).defined());
+  }
+
+  TEST_CASE("gradients reach inputs beyond the 32nd of one call") {
+    Session session = open_session("checked_cpu");
+    std::vector<Var> parts;
+    for (int i = 0; i < 40; ++i) {
+      parts.push_back(i == 35 || i == 2 ? session.parameter(values({1}, {double(i)})) : session.constant(values({1}, {0})));
+    }
+    OpAttrs along;
+    along.axis = 0;
+    Var joined = session.call(Op::Concat, parts, along).value();
+    Var scaled = session.call(Op::Mul, {joined, joined}).value();
+    auto grads = session.backward(session.call(Op::ReduceSum, {scaled}).value());
+    REQUIRE(grads);
+    CHECK(grads->of(parts[35]).to_vector() == std::vector<double>{70});
+    CHECK(grads->of(parts[2]).to_vector() == std::vector<double>{4});
+  }
+
+  TEST_CASE("empty tensors with huge sizes are rejected or cost nothing") {
+    auto huge = Shape::make({0, std::int64_t{1} << 62, std::int64_t{1} << 62});
+    REQUIRE_FALSE(huge);
+    CHECK(huge.error().code == RuntimeCode::SizeOverflow);
+    Session session = open_session("checked_cpu");
+    Var empty = session.constant(Tensor::empty(Shape::make({0, std::int64_t{1} << 40}).value(), DType::F32).value());
+    for (Op op : {Op::Softmax, Op::LogSoftmax}) {
+      auto out = session.call(op, {empty});
+      REQUIRE(out);
+      CHECK(out->value().numel() == 0);
+    }
+    Var batch = session.constant(Tensor::empty(Shape::make({0, std::int64_t{1} << 40}).value(), DType::F32).value());
+    auto normed = session.call(Op::BatchNorm, {batch});
+    REQUIRE(normed);
+    CHECK(normed->value().numel() == 0);
+  }
+
   TEST_CASE("show-backend prints the detailed rows of every selection") {
     std::ostringstream log;
     SessionOptions options;

@@ -42,7 +42,8 @@ Parameter make_parameter(std::string name, std::initializer_list<std::int64_t> d
 
 /// The parameter as a Var of `session`'s current step, binding it when it is not.
 const Var& use(Session& session, Parameter& p) {
-  if (p.session != &session || !p.var.value().shares_storage_with(p.value)) {
+  if (p.session != &session || !p.var.value().shares_storage_with(p.value) ||
+      (session.gradients() && !session.on_tape(p.var))) {
     p.var = session.parameter(p.value);
     p.session = &session;
   }

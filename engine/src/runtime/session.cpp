@@ -2,9 +2,11 @@
 #include "capsule/runtime/session.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <ostream>
 
+#include "capsule/assert.hpp"
 #include "capsule/text.hpp"
 #include "vjp_rules.hpp"
 
@@ -22,6 +24,13 @@ struct TapeNode {
 
 std::string session_error(std::string_view message) { return str("torch eager session: ", message); }
 
+/// Tape ids are unique across every session of the process, so a Var from another session or from
+/// a cleared tape can never be mistaken for a node of the current one.
+std::uint64_t next_tape_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  return ++counter;
+}
+
 }  // namespace
 
 struct Session::State {
@@ -35,7 +44,7 @@ struct Session::State {
   std::array<std::int32_t, kOpCount> use_slot{};
   std::vector<CapsuleUse> uses;
   std::vector<TapeNode> tape;
-  std::uint64_t tape_generation = 1;  // bumped by clear_tape; Vars carry the generation they index
+  std::uint64_t tape_generation = next_tape_id();  // renewed by clear_tape; Vars carry the id they index
   bool in_backward = false;
 
   /// The tape node `var` refers to on the current tape, or -1 (constant, or an older tape).
@@ -155,9 +164,10 @@ const KernelPolicy& Session::policy() const { return state_->policy; }
 bool Session::gradients() const { return state_->options.gradients; }
 const std::vector<SourceFile>& Session::sources() const { return state_->resolved->sources; }
 std::size_t Session::tape_size() const { return state_->tape.size(); }
+bool Session::on_tape(const Var& var) const { return state_->node_of(var.node_, var.tape_) >= 0; }
 void Session::clear_tape() {
   state_->tape.clear();
-  ++state_->tape_generation;
+  state_->tape_generation = next_tape_id();
 }
 
 std::size_t Session::selection_count() const {
@@ -343,6 +353,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
                                  "`): gradient for input ", j, " has shape ", to_string(g.shape()), "; expected ",
                                  to_string(input.value_.shape())));
       }
+      CAPSULE_ASSERT(static_cast<std::size_t>(input.node_) < i, "a taped input precedes the node that uses it");
       Tensor& slot = grads.by_node_[static_cast<std::size_t>(input.node_)];
       if (!slot.defined()) {
         slot = std::move(g);

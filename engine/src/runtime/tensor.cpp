@@ -52,6 +52,9 @@ RuntimeResult<Shape> Shape::make(std::span<const std::int64_t> dims) {
   }
   Shape shape;
   shape.rank_ = dims.size();
+  // The product of the nonzero sizes must fit too: strides and index arithmetic multiply sizes
+  // even when another dimension is 0, so [0, 2^62, 2^62] is rejected rather than overflowing.
+  std::int64_t extent = 1;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) {
       return runtime_error(RuntimeCode::InvalidArgument,
@@ -59,6 +62,9 @@ RuntimeResult<Shape> Shape::make(std::span<const std::int64_t> dims) {
     }
     shape.dims_[i] = dims[i];
     CAPSULE_TRY(shape.numel_, checked_mul("tensor element count", shape.numel_, dims[i]));
+    if (dims[i] != 0) {
+      CAPSULE_TRY(extent, checked_mul("tensor extent (product of the nonzero sizes)", extent, dims[i]));
+    }
   }
   return shape;
 }
@@ -149,7 +155,7 @@ RuntimeResult<Tensor> Tensor::from_values(const Shape& shape, DType dtype, std::
   if (dtype == DType::F32) {
     float* p = out.mutable_data<float>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<float>(values[i]);
-  } else {
+  } else if (!values.empty()) {
     std::memcpy(out.mutable_data<double>(), values.data(), values.size() * sizeof(double));
   }
   return out;

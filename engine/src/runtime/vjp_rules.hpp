@@ -35,9 +35,9 @@ struct VjpCall {
   const Tensor* output = nullptr;
   const Tensor* grad = nullptr;  ///< gradient of the output
   const OpAttrs* attrs = nullptr;
-  std::uint32_t needs = ~0u;     ///< bit i: input i needs a gradient
+  std::uint32_t needs = ~0u;     ///< bit i: input i needs a gradient (inputs from 32 on: always)
 
-  bool needs_grad(std::size_t i) const { return ((needs >> i) & 1u) != 0; }
+  bool needs_grad(std::size_t i) const { return i >= 32 || ((needs >> i) & 1u) != 0; }
 };
 
 /// The VJP of one taped call: one gradient per input (undefined where none is needed or defined).

@@ -301,8 +301,11 @@ void for_each_lane(const Lanes& lanes, Fn&& fn) {
   }
 }
 
+/// Scratch for one lane. Empty when there are no lanes at all, so an empty tensor with a huge
+/// axis (say [0, 2^40]) allocates nothing.
 template <class T>
 std::vector<T> lane_buffer(const Lanes& lanes) {
+  if (lanes.outer == 0 || lanes.inner == 0) return {};
   return std::vector<T>(static_cast<std::size_t>(lanes.n));
 }
 

@@ -644,6 +644,8 @@ RuntimeResult<Tensor> norm_forward(std::string_view op, std::span<const Tensor> 
   CAPSULE_TRY(NormLayout l, norm_layout(op, inputs, per_channel));
   CAPSULE_TRY(double eps_value, norm_eps(op, attrs));
   CAPSULE_TRY(Tensor out, Tensor::empty(inputs[0].shape(), inputs[0].dtype()));
+  // Nothing to normalise; the group loop below would still walk every (possibly huge) channel.
+  if (out.numel() == 0) return out;
   with_dtype(out.dtype(), [&]<class T>() {
     const T eps = static_cast<T>(eps_value);
     const T* x = inputs[0].data<T>();
@@ -677,6 +679,7 @@ RuntimeResult<std::vector<Tensor>> norm_backward(std::string_view op, std::span<
       CAPSULE_TRY(grads[i], zeros_like(inputs[i]));
     }
   }
+  if (inputs[0].numel() == 0) return grads;
   with_dtype(output.dtype(), [&]<class T>() {
     const T eps = static_cast<T>(eps_value);
     const T* x = inputs[0].data<T>();

@@ -120,6 +120,8 @@ class Session {
   /// indices are never confused with the next tape's.
   void clear_tape();
   std::size_t tape_size() const;
+  /// True when `var` is a node of this session's current tape (so backward reaches it).
+  bool on_tape(const Var& var) const;
 
   /// The executable kernel for `op`: cached, or planned, gated, validated and bound now.
   RuntimeResult<const ExecutableKernel*> select(Op op);

@@ -123,7 +123,7 @@ class Tensor {
   template <class T>
   const T* data() const { return static_cast<const T*>(raw()); }
   /// Writable elements. Ops never write their inputs; this is for kernels filling a fresh output
-  /// and for optimizers updating parameters they own.
+  /// (and tests that build inputs element by element).
   template <class T>
   T* mutable_data() { return static_cast<T*>(raw()); }
 
