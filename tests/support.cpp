@@ -8,6 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "capsule/handlers/reference.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule::testing {
@@ -72,6 +73,16 @@ std::string read_text(const std::filesystem::path& file) {
   std::ostringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+const HandlerRegistry& reference_handlers() {
+  static const HandlerRegistry registry = [] {
+    HandlerRegistry r;
+    auto status = register_reference_handlers(r);
+    REQUIRE_MESSAGE(status.has_value(), (status ? std::string() : status.error().message));
+    return r;
+  }();
+  return registry;
 }
 
 ScratchTree::ScratchTree(std::string_view name) {

@@ -18,21 +18,12 @@ namespace {
 using testing::shipped;
 using testing::source_dir;
 
-const HandlerRegistry& handlers() {
-  static const HandlerRegistry registry = [] {
-    HandlerRegistry r;
-    REQUIRE(register_reference_handlers(r));
-    return r;
-  }();
-  return registry;
-}
-
 Session session_on(std::string profile, bool gradients, std::vector<Op> preselect = {}) {
   SessionOptions options;
   options.profile = std::move(profile);
   options.gradients = gradients;
   options.preselect = std::move(preselect);
-  auto session = Session::open(shipped(), handlers(), std::move(options));
+  auto session = Session::open(shipped(), testing::reference_handlers(), std::move(options));
   REQUIRE_MESSAGE(session, (session ? std::string() : session.error().message));
   return std::move(session).value();
 }

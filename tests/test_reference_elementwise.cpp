@@ -14,6 +14,7 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace capsule;
 
@@ -21,18 +22,8 @@ namespace {
 
 constexpr std::array kDTypes{DType::F32, DType::F64};
 
-const HandlerRegistry& handlers() {
-  static const HandlerRegistry registry = [] {
-    HandlerRegistry r;
-    auto status = register_reference_handlers(r);
-    REQUIRE_MESSAGE(status.has_value(), (status ? std::string() : status.error().message));
-    return r;
-  }();
-  return registry;
-}
-
 const HandlerSpec& handler(Op op) {
-  const RegisteredHandler* h = handlers().find(op, Provider::Reference, Device::Cpu);
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
   REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
   return h->spec;
 }

@@ -10,23 +10,14 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "gradcheck.hpp"
+#include "test_support.hpp"
 
 using namespace capsule;
 
 namespace {
 
-const HandlerRegistry& registry() {
-  static const HandlerRegistry* r = [] {
-    auto* reg = new HandlerRegistry;
-    auto status = register_reference_handlers(*reg);
-    REQUIRE_MESSAGE(status.has_value(), (status ? std::string() : status.error().message));
-    return reg;
-  }();
-  return *r;
-}
-
 const HandlerSpec& handler(Op op) {
-  const RegisteredHandler* h = registry().find(op, Provider::Reference, Device::Cpu);
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
   REQUIRE_MESSAGE(h != nullptr, "no reference handler for ", to_string(op));
   return h->spec;
 }

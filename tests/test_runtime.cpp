@@ -17,21 +17,12 @@ namespace {
 
 using testing::shipped;
 
-const HandlerRegistry& reference_handlers() {
-  static const HandlerRegistry registry = [] {
-    HandlerRegistry r;
-    REQUIRE(register_reference_handlers(r));
-    return r;
-  }();
-  return registry;
-}
-
 Session open_session(std::string profile, bool gradients = true, std::vector<Op> preselect = {}) {
   SessionOptions options;
   options.profile = std::move(profile);
   options.gradients = gradients;
   options.preselect = std::move(preselect);
-  auto session = Session::open(shipped(), reference_handlers(), options);
+  auto session = Session::open(shipped(), testing::reference_handlers(), options);
   REQUIRE_MESSAGE(session, (session ? std::string() : session.error().message));
   return std::move(session).value();
 }
@@ -93,23 +84,23 @@ TEST_SUITE("runtime") {
       if (!planned) continue;  // fft_fno, selective_scan and custom have no CPU capsule
       auto accepted = accept(*planned, resolved.planner.policy());
       REQUIRE(accepted);
-      auto kernel = bind(*accepted, reference_handlers());
+      auto kernel = bind(*accepted, testing::reference_handlers());
       CHECK_MESSAGE(kernel, to_string(op), ": ", (kernel ? std::string() : kernel.error().message));
       ++bound;
     }
     CHECK(bound == 53);
-    CHECK(reference_handlers().size() == 53);
+    CHECK(testing::reference_handlers().size() == 53);
   }
 
   TEST_CASE("10.17 the reference relu handler binds and runs and a changed identity does not bind") {
-    const RegisteredHandler* relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu);
+    const RegisteredHandler* relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu);
     REQUIRE(relu != nullptr);
     const Capsule& capsule = testing::shipped_capsule("reference.relu");
     HandlerIdentity identity{relu->spec.name, relu->spec.op, relu->spec.provider, relu->spec.device};
     CHECK_FALSE(binding_mismatch(identity, capsule));
     const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
     auto accepted = accept(resolved.planner.plan_op(Op::Relu).value(), resolved.planner.policy());
-    auto kernel = bind(*accepted, reference_handlers());
+    auto kernel = bind(*accepted, testing::reference_handlers());
     REQUIRE(kernel);
     const Tensor x = values({3}, {-2, 0, 3});
     const Tensor inputs[] = {x};
@@ -128,7 +119,7 @@ TEST_SUITE("runtime") {
 
   TEST_CASE("binding fails with TorchLean's text when only another provider's handler is linked") {
     HandlerRegistry registry;
-    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    HandlerSpec relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
     relu.provider = Provider::Torchlean;
     relu.name = "TorchLean composed relu";
     REQUIRE(registry.add(relu));
@@ -145,7 +136,7 @@ TEST_SUITE("runtime") {
 
   TEST_CASE("a runtime guard the handler does not declare fails to bind") {
     HandlerRegistry registry;
-    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    HandlerSpec relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
     relu.guards = {"typed tensor layout"};
     REQUIRE(registry.add(relu));
     const ResolvedProfile resolved = testing::shipped_profile("checked_cpu");
@@ -160,7 +151,7 @@ TEST_SUITE("runtime") {
   }
 
   TEST_CASE("layout claims and backend VJPs must be honoured by the handler") {
-    HandlerSpec relu = reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    HandlerSpec relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
     Capsule capsule = testing::shipped_capsule("reference.relu");
     relu.layouts = {Layout::LibtorchCudaView};
     auto layout = contract_mismatch(relu, capsule);
@@ -181,7 +172,7 @@ TEST_SUITE("runtime") {
     for (std::string_view profile : {"checked_cuda", "libtorch_forward_cuda"}) {
       SessionOptions options;
       options.profile = std::string(profile);
-      auto session = Session::open(shipped(), reference_handlers(), options);
+      auto session = Session::open(shipped(), testing::reference_handlers(), options);
       REQUIRE_FALSE(session);
       CHECK(session.error().code == RuntimeCode::DeviceUnavailable);
       CHECK(session.error().message.find("torch eager session: ") == 0);
@@ -196,7 +187,7 @@ TEST_SUITE("runtime") {
              {"future_trainium", "trainium"}, {"future_custom_chip", "custom"}, {"future_external", "external"}}) {
       SessionOptions options;
       options.profile = profile;
-      auto session = Session::open(shipped(), reference_handlers(), options);
+      auto session = Session::open(shipped(), testing::reference_handlers(), options);
       REQUIRE_FALSE(session);
       CHECK(session.error().message ==
             str("torch eager session: backend profile `", profile, "` has no capsule for device `", device, "`"));
@@ -236,7 +227,7 @@ providers = ["mps"]
     REQUIRE_FALSE(has_errors(workspace.diagnostics));
     SessionOptions options;
     options.profile = "metal_demo";
-    auto session = Session::open(workspace, reference_handlers(), options);
+    auto session = Session::open(workspace, testing::reference_handlers(), options);
     REQUIRE_FALSE(session);
     CHECK(session.error().message == "torch eager session: device `metal` has no linked TorchLean execution runtime");
   }
@@ -244,7 +235,7 @@ providers = ["mps"]
   TEST_CASE("an unknown profile names the nearest loaded one") {
     SessionOptions options;
     options.profile = "checked_cpus";
-    auto session = Session::open(shipped(), reference_handlers(), options);
+    auto session = Session::open(shipped(), testing::reference_handlers(), options);
     REQUIRE_FALSE(session);
     CHECK(session.error().code == RuntimeCode::UnknownProfile);
     CHECK(session.error().message.find("did you mean `checked_cpu`?") != std::string::npos);
@@ -358,7 +349,7 @@ providers = ["mps"]
     options.show_backend = true;
     options.log = &log;
     options.preselect = {Op::Matmul};
-    auto session = Session::open(shipped(), reference_handlers(), options);
+    auto session = Session::open(shipped(), testing::reference_handlers(), options);
     REQUIRE(session);
     CHECK(log.str() ==
           "[TorchLean] backend capsules used:\n"
@@ -398,7 +389,7 @@ providers = ["mps"]
     SessionOptions options;
     options.profile = "checked_cpu";
     options.preselect = {Op::Relu};
-    auto refused = Session::open(workspace, reference_handlers(), options);
+    auto refused = Session::open(workspace, testing::reference_handlers(), options);
     REQUIRE_FALSE(refused);
     CHECK(refused.error().message.find("has VJP mode backend-vjp, but handler `TorchLean reference CPU relu` "
                                        "computes no backward of its own") != std::string::npos);
@@ -430,7 +421,7 @@ providers = ["mps"]
     SessionOptions options;
     options.profile = "checked_cpu";
     options.preselect = {Op::Matmul, Op::Relu};
-    auto session = Session::open(workspace, reference_handlers(), options);
+    auto session = Session::open(workspace, testing::reference_handlers(), options);
     REQUIRE_FALSE(session);
     CHECK(session.error().code == RuntimeCode::GateRejected);
     CHECK(session.error().message.find("torch: backend planning failed for `relu`: backend profile checked_cpu "
@@ -453,7 +444,7 @@ providers = ["mps"]
     REQUIRE_MESSAGE(!has_errors(workspace.diagnostics), render(workspace.diagnostics));
     SessionOptions options;
     options.profile = "checked_cpu";
-    auto session = Session::open(workspace, reference_handlers(), options);
+    auto session = Session::open(workspace, testing::reference_handlers(), options);
     REQUIRE(session);
     Var x = session->constant(values({2}, {-1, 1}));
     REQUIRE(session->call(Op::Relu, {x}));

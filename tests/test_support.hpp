@@ -11,6 +11,7 @@
 
 #include "capsule/load.hpp"
 #include "capsule/resolve.hpp"
+#include "capsule/runtime/handler.hpp"
 #include "cli.hpp"
 
 namespace capsule::testing {
@@ -27,6 +28,9 @@ inline const Workspace& shipped() {
 /// A shipped capsule or module by name; fails the test when it does not exist.
 const Capsule& shipped_capsule(std::string_view name);
 ModulePtr shipped_module(std::string_view name);
+
+/// Every reference handler, registered once per test binary.
+const HandlerRegistry& reference_handlers();
 
 /// Resolves a shipped profile by name; fails the test when it does not exist or resolve.
 ResolvedProfile shipped_profile(std::string_view name);

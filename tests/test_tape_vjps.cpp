@@ -44,15 +44,6 @@ Tensor make_input(const InputSpec& spec, std::uint64_t seed) {
   return Tensor::from_values(shape, DType::F64, v).value();
 }
 
-const HandlerRegistry& handlers() {
-  static const HandlerRegistry registry = [] {
-    HandlerRegistry r;
-    REQUIRE(register_reference_handlers(r));
-    return r;
-  }();
-  return registry;
-}
-
 /// Σ op(inputs)·weights as a session computation (weights constant).
 RuntimeResult<Var> objective(Session& session, const TapeCase& c, const std::vector<Var>& inputs, const Tensor& weights) {
   CAPSULE_TRY(Var y, session.call(c.op, inputs, c.attrs));
@@ -64,7 +55,7 @@ void check_case(const TapeCase& c) {
   CAPTURE(c.label);
   SessionOptions options;
   options.profile = "checked_cpu";
-  auto opened = Session::open(testing::shipped(), handlers(), options);
+  auto opened = Session::open(testing::shipped(), testing::reference_handlers(), options);
   REQUIRE(opened);
   Session& session = *opened;
   std::vector<Tensor> values;

@@ -25,27 +25,11 @@ std::string_view type_name(const toml::node& node) {
   return "value";
 }
 
-namespace {
-void quote(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-}  // namespace
 
 std::string render_value(const toml::node& node) {
   std::string out;
   if (const auto* s = node.as_string()) {
-    quote(out, s->get());
+    out += toml_quoted(s->get());
   } else if (const auto* i = node.as_integer()) {
     out = std::to_string(i->get());
   } else if (const auto* f = node.as_floating_point()) {

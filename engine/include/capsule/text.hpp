@@ -18,6 +18,9 @@ std::string str(const Parts&... parts) {
   return out.str();
 }
 
+/// `text` as a TOML basic string, quotes included: `"`, `\` and control characters escaped.
+std::string toml_quoted(std::string_view text);
+
 /// Joins `items` with `separator`.
 std::string join(const std::vector<std::string>& items, std::string_view separator);
 

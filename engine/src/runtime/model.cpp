@@ -81,21 +81,6 @@ std::string toml_int_list(std::span<const std::int64_t> values) {
   return out + "]";
 }
 
-std::string toml_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::uint32_t GraphBuilder::add(std::string kind, std::vector<std::uint32_t> inputs,
                                 std::vector<std::pair<std::string, std::string>> payload) {
   GraphNode node;
@@ -122,9 +107,9 @@ std::string graph_toml(const Graph& graph) {
   std::ostringstream out;
   out << "# IR graph (SPEC §5b) lowered from a model by capsule; plan it with\n"
          "# `capsule plan --profile NAME --graph FILE`.\n"
-      << "schema = 1\nname = " << toml_string(graph.name) << "\n";
+      << "schema = 1\nname = " << toml_quoted(graph.name) << "\n";
   for (const GraphNode& node : graph.nodes) {
-    out << "\n[[node]]\nid = " << node.id << "\nkind = " << toml_string(node.kind) << "\n";
+    out << "\n[[node]]\nid = " << node.id << "\nkind = " << toml_quoted(node.kind) << "\n";
     if (!node.inputs.empty()) {
       out << "inputs = [";
       for (std::size_t i = 0; i < node.inputs.size(); ++i) out << (i == 0 ? "" : ", ") << node.inputs[i];
@@ -214,12 +199,12 @@ RuntimeResult<LoweredValue> Linear::lower(GraphBuilder& graph, const LoweredValu
     rows = graph.add("reshape", {input.node}, {{"from", toml_int_list(shape)}, {"to", toml_int_list(to)}});
   }
   const std::vector<std::int64_t> weight_shape{out_, in_};
-  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_string(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
+  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_quoted(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
   const std::uint32_t weight_t = graph.add("transpose", {weight}, {{"dim0", "0"}, {"dim1", "1"}});
   const std::uint32_t product = graph.add("matmul", {rows, weight_t});
   const std::vector<std::int64_t> bias_shape{out_};
   const std::vector<std::int64_t> rows_shape{n, out_};
-  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_string(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
+  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_quoted(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
   const std::uint32_t spread =
       graph.add("broadcast_to", {bias}, {{"from", toml_int_list(bias_shape)}, {"to", toml_int_list(rows_shape)}});
   const std::uint32_t sum = graph.add("add", {product, spread});
@@ -324,8 +309,8 @@ RuntimeResult<LoweredValue> Conv2d::lower(GraphBuilder& graph, const LoweredValu
   const std::vector<std::int64_t> bias_shape{out_channels_};
   const std::vector<std::int64_t> stride{stride_, stride_};
   const std::vector<std::int64_t> padding{padding_, padding_};
-  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_string(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
-  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_string(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
+  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_quoted(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
+  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_quoted(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
   const std::uint32_t node =
       graph.add("conv", {input.node, weight, bias}, {{"stride", toml_int_list(stride)}, {"padding", toml_int_list(padding)}});
   return LoweredValue{node, std::move(out)};

@@ -45,6 +45,15 @@ RuntimeResult<std::int64_t> checked_mul(std::string_view what, std::int64_t a, s
   return product;
 }
 
+RuntimeResult<std::int64_t> checked_add(std::string_view what, std::int64_t a, std::int64_t b) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    return runtime_error(RuntimeCode::SizeOverflow,
+                         str(what, ": ", a, " + ", b, " does not fit in 64 bits; expected a size below 2^63"));
+  }
+  return sum;
+}
+
 RuntimeResult<Shape> Shape::make(std::span<const std::int64_t> dims) {
   if (dims.size() > kMaxRank) {
     return runtime_error(RuntimeCode::InvalidArgument,

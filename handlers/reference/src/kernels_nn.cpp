@@ -15,15 +15,6 @@
 namespace capsule::reference {
 namespace {
 
-RuntimeResult<std::int64_t> checked_add(std::string_view what, std::int64_t a, std::int64_t b) {
-  std::int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum)) {
-    return runtime_error(RuntimeCode::SizeOverflow,
-                         str(what, ": ", a, " + ", b, " does not fit in 64 bits; expected a size below 2^63"));
-  }
-  return sum;
-}
-
 std::string join_ints(const std::vector<std::int64_t>& values) {
   std::string out = "[";
   for (std::size_t i = 0; i < values.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(values[i]);

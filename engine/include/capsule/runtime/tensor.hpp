@@ -158,5 +158,7 @@ RuntimeStatus expect_rank(std::string_view op, std::string_view operand, const T
 RuntimeResult<std::size_t> normalize_axis(std::string_view op, std::int64_t axis, std::size_t rank);
 /// a * b for element and byte counts; size-overflow naming `what` when it does not fit.
 RuntimeResult<std::int64_t> checked_mul(std::string_view what, std::int64_t a, std::int64_t b);
+/// a + b for sizes; size-overflow naming `what` when it does not fit.
+RuntimeResult<std::int64_t> checked_add(std::string_view what, std::int64_t a, std::int64_t b);
 
 }  // namespace capsule
