@@ -1,0 +1,1494 @@
+// SPDX-License-Identifier: Apache-2.0
+// The semantic trust diff (docs/trust-diff.md). Both trees are compared as loaded values, so
+// text that carries no meaning (whitespace, comments, key order, file names, positions) cannot
+// produce a change. Directions are about trust only: what a reviewer must accept before a run
+// may rely on more than it did. Structural changes (provider, device, layout, reduction, order)
+// are shown as neutral; their effect on trust, if any, surfaces in the impact section, which
+// plans every op under every HEAD profile in both trees.
+#include "capsule/diff.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "capsule/gate.hpp"
+#include "capsule/json.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/text.hpp"
+#include "toml_reader.hpp"
+
+namespace capsule {
+
+ChangeScope scope_of(ChangeKind kind) {
+  using K = ChangeKind;
+  switch (kind) {
+    case K::ModuleAdded:
+    case K::ModuleRemoved:
+    case K::CapsuleOrder: return ChangeScope::Module;
+    case K::CapsuleAdded:
+    case K::CapsuleRemoved:
+    case K::CapsuleRenamed:
+    case K::CapsuleMoved:
+    case K::CapsuleOp:
+    case K::CapsuleProvider:
+    case K::CapsuleDevice:
+    case K::Trust:
+    case K::TrustRecord:
+    case K::TrustExpiry:
+    case K::Forward:
+    case K::VjpMode:
+    case K::Reduction:
+    case K::CapsuleSummary:
+    case K::Claim:
+    case K::Evidence:
+    case K::EvidenceOwner:
+    case K::EvidenceExpiry:
+    case K::ContractSummary:
+    case K::Provenance: return ChangeScope::Capsule;
+    case K::ProfileAdded:
+    case K::ProfileRemoved:
+    case K::ProfileSummary:
+    case K::ProfileDevice:
+    case K::ProviderPreference:
+    case K::Assurance:
+    case K::ProfileVjp:
+    case K::Lowering:
+    case K::Modules:
+    case K::ModuleOrder:
+    case K::Availability:
+    case K::WithCatalogs: return ChangeScope::Profile;
+  }
+  return ChangeScope::Capsule;
+}
+
+std::string change_aspect(const Change& change) {
+  using K = ChangeKind;
+  const std::string o = change.obligation ? std::string(to_string(*change.obligation)) : std::string("contract");
+  switch (change.kind) {
+    case K::ModuleAdded:
+    case K::CapsuleAdded:
+    case K::ProfileAdded: return "added";
+    case K::ModuleRemoved:
+    case K::CapsuleRemoved:
+    case K::ProfileRemoved: return "removed";
+    case K::CapsuleOrder: return "capsule-order";
+    case K::CapsuleRenamed: return "renamed";
+    case K::CapsuleMoved: return "module";
+    case K::CapsuleOp: return "op";
+    case K::CapsuleProvider: return "provider";
+    case K::CapsuleDevice: return "device";
+    case K::Trust: return "trust";
+    case K::TrustRecord: return "trust-record";
+    case K::TrustExpiry: return "trust-expiry";
+    case K::Forward: return "forward";
+    case K::VjpMode: return "vjp-mode";
+    case K::Reduction: return "reduction";
+    case K::CapsuleSummary: return "summary";
+    // The evidence of an obligation is what reviewers care about most, so it gets the bare name.
+    case K::Evidence: return o;
+    case K::Claim: return o + ".claim";
+    case K::EvidenceOwner: return o + ".owner";
+    case K::EvidenceExpiry: return o + ".expiry";
+    case K::ContractSummary: return o + ".summary";
+    case K::Provenance: return o + ".provenance";
+    case K::ProfileSummary: return "summary";
+    case K::ProfileDevice: return "device";
+    case K::ProviderPreference: return "provider";
+    case K::Assurance: return "assurance";
+    case K::ProfileVjp: return "vjp";
+    case K::Lowering: return "lowering";
+    case K::Modules: return "modules";
+    case K::ModuleOrder: return "module-order";
+    case K::Availability: return "availability";
+    case K::WithCatalogs: return "with-catalogs";
+  }
+  return "change";
+}
+
+// Note [Evidence order]: one order per claim family, because the same kind of evidence is not
+// equally strong for every claim. A runtime guard checks shape and layout on every call and fails
+// closed, so it is the best evidence for those claims; for a value or VJP claim it only checks
+// preconditions, never the numbers, so it is the weakest checked evidence there. A shared
+// definition runs the canonical definition itself; a named test suite is a fixed, reviewable set
+// of cases; a fuzz oracle samples, so what it covered depends on the run. A trusted boundary
+// names code whose correctness is assumed: the weakest real evidence for any claim. Not-applicable
+// fits only a vjp-unavailable claim; anywhere else it backs nothing, yet the checked policy
+// accepts it, so the diff ranks it below everything.
+int evidence_rank(ClaimKind claim, EvidenceKind evidence) {
+  using E = EvidenceKind;
+  switch (claim) {
+    case ClaimKind::ShapeSafety:
+    case ClaimKind::LayoutCompatibility:
+      switch (evidence) {
+        case E::RuntimeGuard: return 5;
+        case E::SharedDefinition: return 4;
+        case E::TestSuite: return 3;
+        case E::FuzzOracle: return 2;
+        case E::TrustedBoundary: return 1;
+        case E::NotApplicable: return 0;
+      }
+      return 0;
+    case ClaimKind::ValueRefinement:
+    case ClaimKind::VjpRefinement:
+      switch (evidence) {
+        case E::SharedDefinition: return 5;
+        case E::TestSuite: return 4;
+        case E::FuzzOracle: return 3;
+        case E::RuntimeGuard: return 2;
+        case E::TrustedBoundary: return 1;
+        case E::NotApplicable: return 0;
+      }
+      return 0;
+    case ClaimKind::VjpUnavailable:
+      switch (evidence) {
+        case E::NotApplicable: return 5;
+        case E::RuntimeGuard:
+        case E::TestSuite:
+        case E::SharedDefinition:
+        case E::FuzzOracle: return 4;
+        case E::TrustedBoundary: return 1;
+      }
+      return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+// ---- words ----------------------------------------------------------------------------------
+
+std::string evidence_words(const Evidence& e) {
+  switch (e.kind) {
+    case EvidenceKind::RuntimeGuard:
+    case EvidenceKind::TestSuite:
+    case EvidenceKind::SharedDefinition:
+    case EvidenceKind::FuzzOracle: return str(to_string(e.kind), " (", e.name, ")");
+    case EvidenceKind::TrustedBoundary: return str("trusted-boundary (", e.reason, ")");
+    case EvidenceKind::NotApplicable: return "not-applicable";
+  }
+  return {};
+}
+
+std::string claim_words(const Claim& c) {
+  std::string out = str(to_string(c.kind), " for ", to_string(c.op));
+  if (c.kind == ClaimKind::LayoutCompatibility) out += str(" (layout ", to_string(c.layout), ")");
+  if (c.kind == ClaimKind::VjpRefinement) out += str(" (mode ", to_string(c.mode), ")");
+  return out;
+}
+
+std::string date_words(const std::optional<Date>& date) { return date ? format_date(*date) : "none"; }
+
+template <class E>
+std::vector<std::string> names_of(const std::vector<E>& values) {
+  std::vector<std::string> out;
+  for (const E value : values) out.emplace_back(to_string(value));
+  return out;
+}
+
+template <class E>
+std::string set_words(const EnumSet<E>& set) {
+  const std::vector<E> values = set.values();
+  return values.empty() ? std::string("none") : join(names_of(values), ", ");
+}
+
+/// Values in `a` and not in `b`.
+template <class E>
+std::vector<E> minus(const EnumSet<E>& a, const EnumSet<E>& b) {
+  std::vector<E> out;
+  for (const E value : a.values()) {
+    if (!b.contains(value)) out.push_back(value);
+  }
+  return out;
+}
+
+std::string bracket_list(const std::vector<std::string>& items) { return "[" + join(items, ", ") + "]"; }
+
+/// A preset's name with the sets it stands for; a custom label already lists them.
+std::string assurance_words(const AssurancePolicy& policy) {
+  const std::string label = policy.label();
+  if (label != "checked" && label != "external") return label;
+  return str(label, " (trust ", set_words(policy.trust), "; evidence ", set_words(policy.evidence), ")");
+}
+
+std::string availability_words(const Availability& a) {
+  return str("devices ", set_words(a.devices), "; providers ", set_words(a.providers));
+}
+
+bool admits_boundary(const AssurancePolicy& policy) {
+  return policy.trust.contains(Trust::TrustedExternal) || policy.evidence.contains(EvidenceKind::TrustedBoundary);
+}
+
+bool lapsed(const std::optional<Date>& expires, Date today) { return expires && *expires < today; }
+
+/// Not-applicable evidence on a claim other than vjp-unavailable: it backs nothing.
+bool misfit(const ContractDescriptor& d) {
+  return d.evidence.kind == EvidenceKind::NotApplicable && d.claim.kind != ClaimKind::VjpUnavailable;
+}
+
+struct Verdict {
+  Direction direction = Direction::Neutral;
+  std::string words;
+};
+
+/// Trust that lapses sooner, or at all, is stronger: it forces the judgment to be revisited
+/// (cargo-vet's `end`). A date already past in HEAD is a lapse, whatever BASE said.
+std::optional<Verdict> compare_expiry(const std::optional<Date>& before, const std::optional<Date>& after, Date today) {
+  if (before == after) return std::nullopt;
+  if (lapsed(after, today)) {
+    return Verdict{Direction::Weakened,
+                   str("lapsed: expired on ", format_date(*after), " (today is ", format_date(today), ")")};
+  }
+  if (!before) return Verdict{Direction::Strengthened, str("added: ", format_date(*after))};
+  if (!after) return Verdict{Direction::Weakened, str("removed (was ", format_date(*before), "): the trust no longer lapses")};
+  if (*after > *before) {
+    return Verdict{Direction::Weakened, str("extended from ", format_date(*before), " to ", format_date(*after))};
+  }
+  return Verdict{Direction::Strengthened, str("shortened from ", format_date(*before), " to ", format_date(*after))};
+}
+
+/// The acceptance gate's verdict on a capsule under the checked policy, in inference mode so
+/// that only trust and evidence decide: the question seed 002 asks of a relabelled capsule.
+std::vector<std::string> rejected_under_checked(const Capsule& c) {
+  KernelPolicy policy;
+  policy.device = c.device;
+  policy.assurance = AssurancePolicy::checked();
+  policy.vjp = VjpMode::None;
+  std::vector<std::string> out;
+  for (const AcceptanceFailure& failure : acceptance_failures(PlannedKernel{c.op, &c}, policy)) {
+    out.push_back(failure.message());
+  }
+  return out;
+}
+
+SourceLoc relative(const SourceLoc& where, const std::filesystem::path& root) {
+  if (root.empty() || where.file.empty()) return where;
+  std::filesystem::path base = root.lexically_normal();
+  if (!base.has_filename() && base.has_parent_path()) base = base.parent_path();  // "dir/" → "dir"
+  const std::filesystem::path rel = std::filesystem::path(where.file).lexically_normal().lexically_relative(base);
+  if (rel.empty() || rel.begin()->string() == "..") return where;
+  SourceLoc out = where;
+  out.file = rel.generic_string();
+  return out;
+}
+
+std::string location_words(const SourceLoc& where) {
+  if (where.file.empty()) return {};
+  if (where.line == 0) return where.file;
+  return str(where.file, ":", where.line, ":", where.column);
+}
+
+// ---- capsule matching -----------------------------------------------------------------------
+
+struct Entry {
+  const CapsuleModule* module = nullptr;
+  const Capsule* capsule = nullptr;
+};
+
+std::vector<Entry> entries_of(const Workspace& workspace) {
+  std::vector<Entry> out;
+  for (const ModulePtr& module : workspace.modules) {
+    for (const Capsule& c : module->capsules) out.push_back(Entry{module.get(), &c});
+  }
+  return out;
+}
+
+std::string key_of(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (const std::string_view part : parts) {
+    out += part;
+    out += '\x1f';  // a separator no name contains
+  }
+  return out;
+}
+
+std::string exact_key(const Entry& e) {
+  const Capsule& c = *e.capsule;
+  return key_of({e.module->name, c.name, to_string(c.op), to_string(c.provider), to_string(c.device)});
+}
+std::string module_name_key(const Entry& e) { return key_of({e.module->name, e.capsule->name}); }
+std::string identity_key(const Entry& e) {
+  const Capsule& c = *e.capsule;
+  return key_of({c.name, to_string(c.op), to_string(c.provider), to_string(c.device)});
+}
+/// Identity minus the name: what a rename keeps (op, provider, device, trust, VJP ownership and
+/// every claim and its evidence).
+std::string rename_key(const Entry& e) {
+  const Capsule& c = *e.capsule;
+  std::string out = key_of({to_string(c.op), to_string(c.provider), to_string(c.device), to_string(c.trust),
+                            to_string(c.vjp), c.supports_forward ? "forward" : "no-forward"});
+  for (const ContractDescriptor& d : c.contracts) {
+    out += key_of({to_string(d.claim.kind), to_string(d.claim.op), to_string(d.claim.layout), to_string(d.claim.mode),
+                   to_string(d.evidence.kind), d.evidence.name, d.evidence.reason});
+  }
+  return out;
+}
+std::string rename_key_in_module(const Entry& e) { return e.module->name + '\x1e' + rename_key(e); }
+
+class Matching {
+ public:
+  Matching(const std::vector<Entry>& base, const std::vector<Entry>& head)
+      : base_(base), head_(head), base_to_head_(base.size()), head_to_base_(head.size()) {
+    pair_by(exact_key, false);
+    pair_by(module_name_key, true);  // same module and name, changed op, provider or device
+    pair_by(identity_key, false);    // moved to another module
+    pair_by(rename_key_in_module, true);
+    pair_by(rename_key, true);
+  }
+
+  std::optional<std::size_t> head_of(std::size_t base_index) const { return base_to_head_[base_index]; }
+  std::optional<std::size_t> base_of(std::size_t head_index) const { return head_to_base_[head_index]; }
+
+ private:
+  // Pairs still-unpaired entries whose keys are equal, in BASE order. With `unique`, only keys
+  // that occur once on each side pair, so an ambiguous rename is reported as removed + added
+  // rather than guessed.
+  void pair_by(std::string (*key)(const Entry&), bool unique) {
+    std::map<std::string, std::vector<std::size_t>> head_keys;
+    for (std::size_t j = 0; j < head_.size(); ++j) {
+      if (!head_to_base_[j]) head_keys[key(head_[j])].push_back(j);
+    }
+    std::map<std::string, std::size_t> base_counts;
+    for (std::size_t i = 0; i < base_.size(); ++i) {
+      if (!base_to_head_[i]) ++base_counts[key(base_[i])];
+    }
+    for (std::size_t i = 0; i < base_.size(); ++i) {
+      if (base_to_head_[i]) continue;
+      const std::string k = key(base_[i]);
+      const auto found = head_keys.find(k);
+      if (found == head_keys.end() || found->second.empty()) continue;
+      if (unique && (found->second.size() != 1 || base_counts[k] != 1)) continue;
+      const std::size_t j = found->second.front();
+      found->second.erase(found->second.begin());
+      base_to_head_[i] = j;
+      head_to_base_[j] = i;
+    }
+  }
+
+  const std::vector<Entry>& base_;
+  const std::vector<Entry>& head_;
+  std::vector<std::optional<std::size_t>> base_to_head_;
+  std::vector<std::optional<std::size_t>> head_to_base_;
+};
+
+// ---- the differ -----------------------------------------------------------------------------
+
+class Differ {
+ public:
+  Differ(const Tree& base, const Tree& head, const DiffOptions& options, TrustDiff& out)
+      : base_(base), head_(head), options_(options), out_(out) {}
+
+  void capsules();
+  void profiles();
+  void impact();
+
+ private:
+  Change& add(ChangeKind kind, std::string subject, Direction direction, std::string message, const SourceLoc& where,
+              Side side) {
+    Change change;
+    change.kind = kind;
+    change.subject = std::move(subject);
+    change.direction = direction;
+    change.message = std::move(message);
+    change.where = relative(where, side == Side::Head ? head_.root : base_.root);
+    change.side = side;
+    out_.changes.push_back(std::move(change));
+    return out_.changes.back();
+  }
+
+  std::string subject_of(const Entry& e) const {
+    return ambiguous_.count(e.capsule->name) != 0 ? str(e.capsule->name, "@", e.module->name) : e.capsule->name;
+  }
+
+  void capsule_pair(const Entry& b, const Entry& h);
+  void capsule_added(const Entry& h);
+  void capsule_removed(const Entry& b);
+  void obligation(const Entry& b, const Entry& h, Obligation o);
+  void profile_pair(const Profile& b, const Profile& h);
+
+  const Tree& base_;
+  const Tree& head_;
+  const DiffOptions& options_;
+  TrustDiff& out_;
+  std::set<std::string> ambiguous_;  // capsule names declared more than once in either tree
+};
+
+void Differ::capsules() {
+  const std::vector<Entry> base = entries_of(base_.workspace);
+  const std::vector<Entry> head = entries_of(head_.workspace);
+  for (const std::vector<Entry>* side : {&base, &head}) {
+    std::map<std::string, int> seen;
+    for (const Entry& e : *side) {
+      if (++seen[e.capsule->name] > 1) ambiguous_.insert(e.capsule->name);
+    }
+  }
+  const Matching matching(base, head);
+
+  for (const ModulePtr& module : base_.workspace.modules) {
+    const CapsuleModule* in_head = head_.workspace.find_module(module->name);
+    if (in_head == nullptr) {
+      add(ChangeKind::ModuleRemoved, module->name, Direction::Neutral,
+          str("module `", module->name, "` removed (it had ", module->capsules.size(), " capsules)"), module->where,
+          Side::Base)
+          .before = module->name;
+    }
+    std::vector<std::size_t> head_order;  // head positions of this module's capsules, base order
+    for (std::size_t i = 0; i < base.size(); ++i) {
+      if (base[i].module != module.get()) continue;
+      const std::optional<std::size_t> j = matching.head_of(i);
+      if (!j) {
+        capsule_removed(base[i]);
+        continue;
+      }
+      capsule_pair(base[i], head[*j]);
+      if (head[*j].module == in_head) head_order.push_back(*j);
+    }
+    // Catalog order decides `auto` selection and `prefer` fallback (§3.3), so a reordering is a
+    // change in meaning even when no capsule changed.
+    if (!std::is_sorted(head_order.begin(), head_order.end())) {
+      std::vector<std::string> before;
+      for (const std::size_t j : head_order) before.push_back(head[j].capsule->name);
+      std::vector<std::size_t> sorted = head_order;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<std::string> after;
+      for (const std::size_t j : sorted) after.push_back(head[j].capsule->name);
+      Change& change = add(ChangeKind::CapsuleOrder, module->name, Direction::Neutral,
+                           str("capsule order changed in module `", module->name,
+                               "`; catalog order decides selection under `auto` and `prefer` fallback"),
+                           in_head->where, Side::Head);
+      change.before = join(before, ", ");
+      change.after = join(after, ", ");
+    }
+  }
+  for (const ModulePtr& module : head_.workspace.modules) {
+    if (base_.workspace.find_module(module->name) != nullptr) continue;
+    add(ChangeKind::ModuleAdded, module->name, Direction::Neutral,
+        str("module `", module->name, "` added with ", module->capsules.size(), " capsules"), module->where, Side::Head)
+        .after = module->name;
+  }
+  for (std::size_t j = 0; j < head.size(); ++j) {
+    if (!matching.base_of(j)) capsule_added(head[j]);
+  }
+}
+
+void Differ::capsule_added(const Entry& h) {
+  const Capsule& c = *h.capsule;
+  std::string message = str("capsule added to module `", h.module->name, "`: ", to_string(c.op), " on ",
+                            to_string(c.device), " by ", to_string(c.provider), ", trust ", to_string(c.trust));
+  Direction direction = Direction::Neutral;
+  std::vector<std::string> notes;
+  // A new capsule labelled checked whose evidence the checked gate rejects is seed 002's trap:
+  // checked profiles will select it by its label and then fail at the gate.
+  if (c.trust == Trust::Checked) {
+    notes = rejected_under_checked(c);
+    if (!notes.empty()) {
+      direction = Direction::Weakened;
+      message += "; it is labelled checked, but the acceptance gate rejects it under `checked` (label versus evidence)";
+    }
+  }
+  Change& change = add(ChangeKind::CapsuleAdded, subject_of(h), direction, std::move(message), c.where, Side::Head);
+  change.after = c.name;
+  change.notes = std::move(notes);
+}
+
+void Differ::capsule_removed(const Entry& b) {
+  const Capsule& c = *b.capsule;
+  add(ChangeKind::CapsuleRemoved, subject_of(b), Direction::Neutral,
+      str("capsule removed from module `", b.module->name, "` (", to_string(c.op), " on ", to_string(c.device), " by ",
+          to_string(c.provider), ")"),
+      c.where, Side::Base)
+      .before = c.name;
+}
+
+void Differ::capsule_pair(const Entry& b, const Entry& h) {
+  const Capsule& cb = *b.capsule;
+  const Capsule& ch = *h.capsule;
+  if (cb == ch && b.module->name == h.module->name) return;
+  const std::string subject = subject_of(h);
+  const auto simple = [&](ChangeKind kind, std::string before, std::string after, std::string message) {
+    Change& change = add(kind, subject, Direction::Neutral, std::move(message), ch.where, Side::Head);
+    change.before = std::move(before);
+    change.after = std::move(after);
+  };
+  if (cb.name != ch.name) simple(ChangeKind::CapsuleRenamed, cb.name, ch.name, str("renamed from `", cb.name, "`"));
+  if (b.module->name != h.module->name) {
+    simple(ChangeKind::CapsuleMoved, b.module->name, h.module->name,
+           str("moved from module `", b.module->name, "` to `", h.module->name,
+               "`; profiles now see it where they list that module"));
+  }
+  if (cb.op != ch.op) simple(ChangeKind::CapsuleOp, std::string(to_string(cb.op)), std::string(to_string(ch.op)), "op changed");
+  if (cb.provider != ch.provider) {
+    simple(ChangeKind::CapsuleProvider, std::string(to_string(cb.provider)), std::string(to_string(ch.provider)),
+           "provider changed");
+  }
+  if (cb.device != ch.device) {
+    simple(ChangeKind::CapsuleDevice, std::string(to_string(cb.device)), std::string(to_string(ch.device)),
+           "device changed");
+  }
+
+  if (cb.trust != ch.trust) {
+    Direction direction = Direction::Weakened;
+    std::string message;
+    std::vector<std::string> notes;
+    if (ch.trust == Trust::TrustedExternal) {
+      message = "relabelled trusted-external: its correctness is now assumed; external profiles may select it";
+      if (lapsed(ch.trust_record.expires, options_.today)) {
+        notes.push_back(str("its trust already lapsed on ", format_date(*ch.trust_record.expires)));
+      }
+    } else {
+      // See Note [Evidence order]: the label is a filter, the evidence is the claim. A relabel
+      // strengthens only if the gate accepts the evidence under checked.
+      notes = rejected_under_checked(ch);
+      if (notes.empty()) {
+        direction = Direction::Strengthened;
+        message = "relabelled checked, and the acceptance gate accepts its evidence under `checked`";
+      } else {
+        message = "relabelled checked, but the label is not the evidence: the acceptance gate still rejects it "
+                  "under `checked`, and checked profiles will now select it and fail at the gate";
+      }
+    }
+    Change& change = add(ChangeKind::Trust, subject, direction, std::move(message), ch.where, Side::Head);
+    change.before = std::string(to_string(cb.trust));
+    change.after = std::string(to_string(ch.trust));
+    change.notes = std::move(notes);
+  }
+  if (cb.trust_record.reason != ch.trust_record.reason || cb.trust_record.owner != ch.trust_record.owner) {
+    simple(ChangeKind::TrustRecord, str(cb.trust_record.reason, " / owner ", cb.trust_record.owner),
+           str(ch.trust_record.reason, " / owner ", ch.trust_record.owner), "trust reason or owner changed");
+  }
+  if (cb.trust == Trust::TrustedExternal && ch.trust == Trust::TrustedExternal) {
+    if (auto verdict = compare_expiry(cb.trust_record.expires, ch.trust_record.expires, options_.today)) {
+      Change& change = add(ChangeKind::TrustExpiry, subject, verdict->direction,
+                           "trusted-external expiry " + verdict->words, ch.where, Side::Head);
+      change.before = date_words(cb.trust_record.expires);
+      change.after = date_words(ch.trust_record.expires);
+    }
+  }
+  if (cb.supports_forward != ch.supports_forward) {
+    simple(ChangeKind::Forward, cb.supports_forward ? "true" : "false", ch.supports_forward ? "true" : "false",
+           ch.supports_forward ? "now supplies a forward implementation" : "no longer supplies a forward implementation");
+  }
+  if (cb.vjp != ch.vjp) {
+    simple(ChangeKind::VjpMode, std::string(to_string(cb.vjp)), std::string(to_string(ch.vjp)),
+           "VJP mode changed: who owns the local reverse rule moved");
+  }
+  if (cb.numerical.reduction != ch.numerical.reduction) {
+    simple(ChangeKind::Reduction, std::string(to_string(cb.numerical.reduction)),
+           std::string(to_string(ch.numerical.reduction)),
+           "reduction policy changed: numerical certificates for the old order no longer apply");
+  }
+  if (cb.summary != ch.summary) simple(ChangeKind::CapsuleSummary, cb.summary, ch.summary, "summary changed");
+  for (const Obligation o : all_values<Obligation>()) obligation(b, h, o);
+}
+
+void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
+  const Capsule& capsule = *h.capsule;
+  const ContractDescriptor& before = b.capsule->contract(o);
+  const ContractDescriptor& after = capsule.contract(o);
+  if (before == after) return;
+  const std::string subject = subject_of(h);
+  const std::string_view name = to_string(o);
+  const auto add_o = [&](ChangeKind kind, Direction direction, std::string message, std::string was,
+                         std::string now) -> Change& {
+    Change& change = add(kind, subject, direction, std::move(message), capsule.where, Side::Head);
+    change.obligation = o;
+    change.before = std::move(was);
+    change.after = std::move(now);
+    return change;
+  };
+
+  const bool same_claim_kind = before.claim.kind == after.claim.kind;
+  if (before.claim != after.claim) {
+    Change& change = add_o(ChangeKind::Claim, misfit(after) ? Direction::Weakened : Direction::Neutral,
+                           str(name, " claim changed"), claim_words(before.claim), claim_words(after.claim));
+    if (misfit(after)) change.notes.push_back("its not-applicable evidence backs no such claim");
+  }
+
+  const Evidence& was = before.evidence;
+  const Evidence& now = after.evidence;
+  if (was.kind != now.kind) {
+    Direction direction = Direction::Neutral;
+    if (same_claim_kind) {
+      const int rank_before = evidence_rank(before.claim.kind, was.kind);
+      const int rank_after = evidence_rank(after.claim.kind, now.kind);
+      if (rank_after < rank_before) direction = Direction::Weakened;
+      if (rank_after > rank_before) direction = Direction::Strengthened;
+    } else if (misfit(after)) {
+      direction = Direction::Weakened;
+    }
+    std::string message = str(name, " evidence ",
+                              direction == Direction::Weakened       ? "weakened"
+                              : direction == Direction::Strengthened ? "strengthened"
+                                                                     : "changed");
+    if (!same_claim_kind) message += " along with its claim";
+    if (now.kind == EvidenceKind::TrustedBoundary) message += "; the claim now rests on a trusted boundary";
+    Change& change = add_o(ChangeKind::Evidence, direction, std::move(message), evidence_words(was), evidence_words(now));
+    if (misfit(after)) {
+      change.notes.push_back(str("not-applicable fits only a vjp-unavailable claim; it backs no ",
+                                 to_string(after.claim.kind), " claim, and the checked policy still accepts it, "
+                                 "so the gate will not catch this"));
+    }
+    if (direction == Direction::Weakened && capsule.trust == Trust::Checked &&
+        !AssurancePolicy::checked().accepts_evidence(now)) {
+      change.notes.push_back(str("the capsule is still labelled checked, but the acceptance gate now rejects its ",
+                                 name, " evidence under `checked`"));
+    }
+    if (now.kind == EvidenceKind::TrustedBoundary && lapsed(now.expires, options_.today)) {
+      change.notes.push_back(str("the boundary already expired on ", format_date(*now.expires)));
+    }
+  } else if (was.name != now.name || was.reason != now.reason) {
+    // Same kind, other suite or reason: the strength did not move, but a reviewer should see
+    // which suite now stands behind the claim.
+    add_o(ChangeKind::Evidence, Direction::Neutral,
+          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed" : " evidence renamed"),
+          evidence_words(was), evidence_words(now));
+  }
+  if (was.kind == now.kind && was.owner != now.owner) {
+    add_o(ChangeKind::EvidenceOwner, Direction::Neutral, str(name, " evidence owner changed"), was.owner, now.owner);
+  }
+  if (was.kind == EvidenceKind::TrustedBoundary && now.kind == EvidenceKind::TrustedBoundary) {
+    if (auto verdict = compare_expiry(was.expires, now.expires, options_.today)) {
+      add_o(ChangeKind::EvidenceExpiry, verdict->direction, str(name, " trusted-boundary expiry ", verdict->words),
+            date_words(was.expires), date_words(now.expires));
+    }
+  }
+  if (before.summary != after.summary) {
+    add_o(ChangeKind::ContractSummary, Direction::Neutral, str(name, " summary changed"), before.summary, after.summary);
+  }
+  if (before.provenance != after.provenance) {
+    const auto words = [](const std::vector<Provenance>& list) {
+      std::vector<std::string> items;
+      for (const Provenance& p : list) items.push_back(str(p.path, " ", p.symbol, " ", p.build_target));
+      return join(items, "; ");
+    };
+    add_o(ChangeKind::Provenance, Direction::Neutral, str(name, " provenance changed (identifies code; never evidence)"),
+          words(before.provenance), words(after.provenance));
+  }
+}
+
+void Differ::profiles() {
+  for (const ProfilePtr& h : head_.workspace.profiles) {
+    const ProfilePtr b = base_.workspace.find_profile(h->name);
+    if (b) {
+      profile_pair(*b, *h);
+      continue;
+    }
+    const AssurancePolicy& assurance = h->policy.assurance;
+    const bool boundary = admits_boundary(assurance);
+    Change& change =
+        add(ChangeKind::ProfileAdded, h->name, boundary ? Direction::Weakened : Direction::Neutral,
+            boundary ? str("new profile admits a trusted boundary (assurance ", assurance.label(), ")")
+                     : str("new profile (assurance ", assurance.label(), ", device ", to_string(h->policy.device), ")"),
+            h->where, Side::Head);
+    change.after = h->name;
+  }
+  for (const ProfilePtr& b : base_.workspace.profiles) {
+    if (head_.workspace.find_profile(b->name) != nullptr) continue;
+    add(ChangeKind::ProfileRemoved, b->name, Direction::Neutral, "profile removed", b->where, Side::Base).before = b->name;
+  }
+}
+
+void Differ::profile_pair(const Profile& b, const Profile& h) {
+  const auto simple = [&](ChangeKind kind, Direction direction, std::string message, std::string was,
+                          std::string now) -> Change& {
+    Change& change = add(kind, h.name, direction, std::move(message), h.where, Side::Head);
+    change.before = std::move(was);
+    change.after = std::move(now);
+    return change;
+  };
+  if (b.summary != h.summary) simple(ChangeKind::ProfileSummary, Direction::Neutral, "summary changed", b.summary, h.summary);
+  if (b.policy.device != h.policy.device) {
+    simple(ChangeKind::ProfileDevice, Direction::Neutral, "device changed", std::string(to_string(b.policy.device)),
+           std::string(to_string(h.policy.device)));
+  }
+  if (b.policy.provider != h.policy.provider) {
+    simple(ChangeKind::ProviderPreference, Direction::Neutral, "provider preference changed", b.policy.provider.label(),
+           h.policy.provider.label());
+  }
+  const AssurancePolicy& was = b.policy.assurance;
+  const AssurancePolicy& now = h.policy.assurance;
+  if (was != now) {
+    // Widening admits more trust levels or evidence kinds: the profile will accept runs it used
+    // to refuse, so it is weakened even when some other kind was dropped at the same time.
+    const std::vector<Trust> more_trust = minus(now.trust, was.trust);
+    const std::vector<EvidenceKind> more_evidence = minus(now.evidence, was.evidence);
+    const std::vector<Trust> less_trust = minus(was.trust, now.trust);
+    const std::vector<EvidenceKind> less_evidence = minus(was.evidence, now.evidence);
+    const bool widened = !more_trust.empty() || !more_evidence.empty();
+    const bool narrowed = !less_trust.empty() || !less_evidence.empty();
+    std::vector<std::string> parts;
+    if (!more_trust.empty()) parts.push_back("now admits trust " + join(names_of(more_trust), ", "));
+    if (!more_evidence.empty()) parts.push_back("now admits evidence " + join(names_of(more_evidence), ", "));
+    if (!less_trust.empty()) parts.push_back("no longer admits trust " + join(names_of(less_trust), ", "));
+    if (!less_evidence.empty()) parts.push_back("no longer admits evidence " + join(names_of(less_evidence), ", "));
+    if (admits_boundary(now) && !admits_boundary(was)) parts.push_back("now admits a trusted boundary it did not admit before");
+    simple(ChangeKind::Assurance, widened ? Direction::Weakened : Direction::Strengthened,
+           str("assurance ", widened ? (narrowed ? "changed" : "widened") : "narrowed", ": ", join(parts, "; ")),
+           assurance_words(was), assurance_words(now));
+  }
+  if (b.policy.vjp != h.policy.vjp) {
+    simple(ChangeKind::ProfileVjp, Direction::Neutral, "requested VJP mode changed", std::string(to_string(b.policy.vjp)),
+           std::string(to_string(h.policy.vjp)));
+  }
+  if (b.lowering != h.lowering) {
+    simple(ChangeKind::Lowering, Direction::Neutral, "graph lowering changed", std::string(to_string(b.lowering)),
+           std::string(to_string(h.lowering)));
+  }
+  if (b.module_names != h.module_names) {
+    const std::set<std::string> was_set(b.module_names.begin(), b.module_names.end());
+    const std::set<std::string> now_set(h.module_names.begin(), h.module_names.end());
+    if (was_set == now_set) {
+      simple(ChangeKind::ModuleOrder, Direction::Neutral,
+             "module order changed; catalog order decides selection under `auto` and `prefer` fallback",
+             bracket_list(b.module_names), bracket_list(h.module_names));
+    } else {
+      std::vector<std::string> added;
+      std::vector<std::string> removed;
+      for (const std::string& m : h.module_names) {
+        if (was_set.count(m) == 0) added.push_back(m);
+      }
+      for (const std::string& m : b.module_names) {
+        if (now_set.count(m) == 0) removed.push_back(m);
+      }
+      std::vector<std::string> parts;
+      if (!added.empty()) parts.push_back("added " + join(added, ", "));
+      if (!removed.empty()) parts.push_back("removed " + join(removed, ", "));
+      simple(ChangeKind::Modules, Direction::Neutral, "modules changed: " + join(parts, "; "), bracket_list(b.module_names),
+             bracket_list(h.module_names));
+    }
+  }
+  if (b.availability != h.availability || b.target != h.target) {
+    // Availability is a declaration (§4.1); what it changes is which capsules can be selected,
+    // which the impact section shows op by op.
+    std::vector<std::string> parts;
+    const auto describe = [&parts](std::string_view what, const std::vector<std::string>& more,
+                                   const std::vector<std::string>& less) {
+      if (!more.empty()) parts.push_back(str("declares ", what, " ", join(more, ", ")));
+      if (!less.empty()) parts.push_back(str("no longer declares ", what, " ", join(less, ", ")));
+    };
+    describe("devices", names_of(minus(h.availability.devices, b.availability.devices)),
+             names_of(minus(b.availability.devices, h.availability.devices)));
+    describe("providers", names_of(minus(h.availability.providers, b.availability.providers)),
+             names_of(minus(b.availability.providers, h.availability.providers)));
+    if (parts.empty()) parts.emplace_back("build target changed, same availability");
+    simple(ChangeKind::Availability, Direction::Neutral, "availability changed: " + join(parts, "; "),
+           availability_words(b.availability), availability_words(h.availability));
+  }
+  std::vector<std::string> was_catalogs;
+  std::vector<std::string> now_catalogs;
+  for (const auto& entry : b.with_catalogs) was_catalogs.push_back(entry.first);
+  for (const auto& entry : h.with_catalogs) now_catalogs.push_back(entry.first);
+  if (was_catalogs != now_catalogs) {
+    simple(ChangeKind::WithCatalogs, Direction::Neutral, "prepended catalogs changed (their effect shows in the impact)",
+           bracket_list(was_catalogs), bracket_list(now_catalogs));
+  }
+}
+
+// ---- impact ---------------------------------------------------------------------------------
+
+Selection select(const Result<ResolvedProfile, std::string>& resolved, Op op) {
+  Selection selection;
+  if (!resolved) {
+    selection.unplannable = resolved.error();
+    return selection;
+  }
+  const Planner& planner = resolved->planner;
+  const Capsule* c = planner.chosen(op);
+  if (c == nullptr) {
+    auto planned = planner.plan_op(op);
+    selection.unplannable = planned ? std::string("no capsule chosen") : planned.error().message;
+    return selection;
+  }
+  selection.capsule = c->name;
+  for (const ModulePtr& module : planner.registry().modules()) {
+    for (const Capsule& candidate : module->capsules) {
+      if (&candidate == c) selection.module = module->name;
+    }
+  }
+  selection.trust = c->trust;
+  for (const Obligation o : all_values<Obligation>()) {
+    selection.claims[static_cast<std::size_t>(o)] = c->contract(o).claim.kind;
+    selection.evidence[static_cast<std::size_t>(o)] = c->contract(o).evidence;
+  }
+  const PlannedKernel kernel{op, c};
+  for (const AcceptanceFailure& failure : acceptance_failures(kernel, planner.policy())) {
+    selection.gate_failures.push_back(failure.message());
+  }
+  selection.accepted = selection.gate_failures.empty();
+  return selection;
+}
+
+bool same_evidence(const Evidence& a, const Evidence& b) {
+  return a.kind == b.kind && a.name == b.name && a.reason == b.reason;
+}
+
+bool same_selection(const Selection& a, const Selection& b) {
+  if (a.planned() != b.planned()) return false;
+  if (!a.planned()) return true;  // unplannable on both sides: nothing runs either way
+  if (a.capsule != b.capsule || a.trust != b.trust || a.accepted != b.accepted) return false;
+  for (std::size_t i = 0; i < a.evidence.size(); ++i) {
+    if (!same_evidence(a.evidence[i], b.evidence[i])) return false;
+  }
+  return true;
+}
+
+bool relies_on_boundary(const Selection& s) {
+  if (s.trust == Trust::TrustedExternal) return true;
+  return std::any_of(s.evidence.begin(), s.evidence.end(),
+                     [](const Evidence& e) { return e.kind == EvidenceKind::TrustedBoundary; });
+}
+
+/// Weakened when the op now runs on a lower trust label or weaker evidence for the same kind of
+/// claim, or newly runs (gate accepted) on a trusted boundary; becoming unplannable fails closed
+/// and is neutral.
+Direction impact_direction(const Selection& was, const Selection& now) {
+  if (!now.planned()) return Direction::Neutral;
+  if (!was.planned()) return now.accepted && relies_on_boundary(now) ? Direction::Weakened : Direction::Neutral;
+  bool weaker = was.trust == Trust::Checked && now.trust == Trust::TrustedExternal;
+  bool stronger = was.trust == Trust::TrustedExternal && now.trust == Trust::Checked;
+  for (std::size_t i = 0; i < was.claims.size(); ++i) {
+    if (was.claims[i] != now.claims[i]) continue;  // different claims do not rank against each other
+    const int rank_was = evidence_rank(was.claims[i], was.evidence[i].kind);
+    const int rank_now = evidence_rank(now.claims[i], now.evidence[i].kind);
+    weaker = weaker || rank_now < rank_was;
+    stronger = stronger || rank_now > rank_was;
+  }
+  if (weaker) return Direction::Weakened;
+  return stronger ? Direction::Strengthened : Direction::Neutral;
+}
+
+std::string impact_message(const Selection& was, const Selection& now, const std::string& assurance) {
+  if (!was.planned()) {
+    return str("was unplannable; now selects ", now.capsule, " (", to_string(now.trust), ", gate ",
+               now.accepted ? "accepts" : "rejects", " under ", assurance, ")");
+  }
+  if (!now.planned()) return str("selected ", was.capsule, "; now unplannable: ", now.unplannable);
+  std::vector<std::string> parts;
+  const bool same_capsule = was.capsule == now.capsule;
+  parts.push_back(same_capsule ? str(now.capsule, " (same capsule)") : str(was.capsule, " -> ", now.capsule));
+  if (was.trust != now.trust) parts.push_back(str("trust ", to_string(was.trust), " -> ", to_string(now.trust)));
+  // Across two capsules every suite name differs; only a change of kind says something about
+  // trust. For the same capsule a renamed suite is all there is to show.
+  for (const Obligation o : all_values<Obligation>()) {
+    const std::size_t i = static_cast<std::size_t>(o);
+    const bool differs = same_capsule ? !same_evidence(was.evidence[i], now.evidence[i])
+                                      : was.evidence[i].kind != now.evidence[i].kind;
+    if (differs) {
+      parts.push_back(str(to_string(o), " evidence ", evidence_words(was.evidence[i]), " -> ",
+                          evidence_words(now.evidence[i])));
+    }
+  }
+  if (was.accepted != now.accepted) {
+    parts.push_back(str("gate under ", assurance, ": ", was.accepted ? "accepted" : "rejected", " -> ",
+                        now.accepted ? "accepted" : "rejected"));
+  }
+  return join(parts, "; ");
+}
+
+void Differ::impact() {
+  for (const ProfilePtr& h : head_.workspace.profiles) {
+    const ProfilePtr b = base_.workspace.find_profile(h->name);
+    if (!b) continue;  // a new profile has no BASE plan; its ProfileAdded change says what it admits
+    const auto resolved_base = resolve_profile(base_.workspace, b);
+    const auto resolved_head = resolve_profile(head_.workspace, h);
+    for (const Op op : all_values<Op>()) {
+      Selection was = select(resolved_base, op);
+      Selection now = select(resolved_head, op);
+      if (same_selection(was, now)) continue;
+      Impact row;
+      row.profile = h->name;
+      row.op = op;
+      row.direction = impact_direction(was, now);
+      row.message = impact_message(was, now, h->policy.assurance.label());
+      row.where = relative(h->where, head_.root);
+      row.before = std::move(was);
+      row.after = std::move(now);
+      out_.impacts.push_back(std::move(row));
+    }
+  }
+}
+
+/// Note [Impact causes]: when a profile keeps the same capsule for an op and the op still got
+/// weaker, the capsule's own weakened changes are the whole reason. Recording them lets one
+/// waiver of the capsule change cover every profile that selects it, so a reviewer accepts one
+/// decision once; an impact whose capsule moved (module order, preference, a relabel that
+/// changes selection) has no such cause and must be accepted on its own.
+void attribute_causes(TrustDiff& diff) {
+  for (Impact& row : diff.impacts) {
+    if (row.direction != Direction::Weakened || !row.before.planned() || !row.after.planned()) continue;
+    if (row.before.capsule != row.after.capsule) continue;
+    const std::string& name = row.after.capsule;
+    for (const Change& change : diff.changes) {
+      if (change.direction != Direction::Weakened || scope_of(change.kind) != ChangeScope::Capsule) continue;
+      if (change.subject == name || change.subject.rfind(name + "@", 0) == 0) row.caused_by.push_back(change.id);
+    }
+  }
+}
+
+void assign_ids(TrustDiff& diff) {
+  std::map<std::string, int> seen;
+  // Ids must be unique for waivers to name one finding; a repeat (two changes of one aspect on
+  // one subject) gets `#2`, `#3` in discovery order.
+  const auto unique = [&seen](std::string id) {
+    const int n = ++seen[id];
+    return n == 1 ? id : str(id, "#", n);
+  };
+  for (Change& change : diff.changes) {
+    change.id = unique(str(to_string(change.direction), ":", to_string(scope_of(change.kind)), ":", change.subject, ":",
+                           change_aspect(change)));
+  }
+  for (Impact& row : diff.impacts) {
+    row.id = unique(str(to_string(row.direction), ":impact:", row.profile, ":", to_string(row.op)));
+  }
+}
+
+// ---- processes ------------------------------------------------------------------------------
+
+std::string shell_quote(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    result.output = "cannot start a shell";
+    return result;
+  }
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  if (status != -1 && WIFEXITED(status)) result.status = WEXITSTATUS(status);
+  while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' ')) {
+    result.output.pop_back();
+  }
+  return result;
+}
+
+// ---- waivers --------------------------------------------------------------------------------
+
+/// `direction:scope:subject:aspect`, with a known direction and scope and non-empty parts.
+std::string change_id_problem(std::string_view id) {
+  const std::size_t first = id.find(':');
+  if (first == std::string_view::npos) return "expected direction:scope:subject:aspect";
+  if (!parse<Direction>(id.substr(0, first))) return "the direction must be weakened, strengthened or neutral";
+  const std::size_t second = id.find(':', first + 1);
+  if (second == std::string_view::npos) return "expected direction:scope:subject:aspect";
+  if (!parse<ChangeScope>(id.substr(first + 1, second - first - 1))) {
+    return "the scope must be module, capsule, profile or impact";
+  }
+  const std::size_t last = id.rfind(':');
+  if (last == second || last == second + 1 || last + 1 == id.size()) return "the subject and the aspect must not be empty";
+  return {};
+}
+
+// ---- rendering ------------------------------------------------------------------------------
+
+std::string summary_words(const DiffCounts& n) {
+  return str(n.weakened, " weakened, ", n.strengthened, " strengthened, ", n.neutral, " neutral; ", n.impacted, " op",
+             n.impacted == 1 ? "" : "s", " impacted (", n.impact_weakened, " weakened); ", n.waived, " waived");
+}
+
+/// `: 2 weakened findings not waived, 1 expired waiver`, or nothing when the run passes.
+std::string failing_words(const TrustDiff& diff, const DiffCounts& n) {
+  const std::size_t open = n.failing - diff.expired_waivers.size();
+  std::vector<std::string> parts;
+  if (open != 0) parts.push_back(str(open, " weakened finding", open == 1 ? "" : "s", " not waived"));
+  if (!diff.expired_waivers.empty()) {
+    parts.push_back(str(diff.expired_waivers.size(), " expired waiver", diff.expired_waivers.size() == 1 ? "" : "s"));
+  }
+  return parts.empty() ? std::string() : ": " + join(parts, ", ");
+}
+
+std::string waiver_words(const Waiver& w) {
+  return str("waived by ", w.accepted_by, " until ", format_date(w.expires), ": ", w.reason);
+}
+
+std::string selection_words(const Selection& s) {
+  if (!s.planned()) return "unplannable";
+  const Evidence& value = s.evidence[static_cast<std::size_t>(Obligation::Value)];
+  return str(s.capsule, " (", to_string(s.trust), ", value ", to_string(value.kind), ", gate ",
+             s.accepted ? "accepted" : "rejected", ")");
+}
+
+std::string side_words(Side side) { return side == Side::Head ? "head" : "base"; }
+
+std::string where_words(const SourceLoc& where, Side side) {
+  const std::string place = location_words(where);
+  if (place.empty()) return {};
+  return str(place, " (", side_words(side), ")");
+}
+
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else out += c;
+  }
+  return out;
+}
+
+std::string markdown_code(std::string_view text) {
+  // A code span cannot hold a backtick or a pipe inside a table; such names are shown plain.
+  if (text.find('`') != std::string_view::npos || text.find('|') != std::string_view::npos) return markdown_cell(text);
+  return str("`", text, "`");
+}
+
+std::string markdown_what(const Change& c) {
+  std::string out = markdown_cell(c.message);
+  if (!c.before.empty() || !c.after.empty()) {
+    out += str("<br>", c.before.empty() ? "(none)" : markdown_cell(c.before), " → ",
+               c.after.empty() ? "(none)" : markdown_cell(c.after));
+  }
+  for (const std::string& note : c.notes) out += "<br>note: " + markdown_cell(note);
+  if (c.waiver) out += "<br>**" + markdown_cell(waiver_words(*c.waiver)) + "**";
+  return out;
+}
+
+std::string markdown_change_table(const std::vector<const Change*>& changes) {
+  std::string out = "| change | what | where |\n|---|---|---|\n";
+  for (const Change* c : changes) {
+    const std::string place = location_words(c->where);
+    out += str("| ", markdown_code(c->id), " | ", markdown_what(*c), " | ",
+               place.empty() ? std::string() : str(markdown_code(place), " (", side_words(c->side), ")"), " |\n");
+  }
+  return out;
+}
+
+void write_evidence_json(JsonWriter& json, const Evidence& e) {
+  json.begin_object().field("kind", to_string(e.kind));
+  if (e.kind == EvidenceKind::TrustedBoundary) json.field("reason", e.reason);
+  else if (e.kind != EvidenceKind::NotApplicable) json.field("name", e.name);
+  json.end_object();
+}
+
+void write_where_json(JsonWriter& json, const SourceLoc& where, Side side) {
+  json.key("where")
+      .begin_object()
+      .field("side", side_words(side))
+      .field("file", where.file)
+      .field("line", static_cast<std::int64_t>(where.line))
+      .field("column", static_cast<std::int64_t>(where.column))
+      .end_object();
+}
+
+void write_waiver_json(JsonWriter& json, const Waiver& w) {
+  json.begin_object()
+      .field("change", w.change)
+      .field("accepted_by", w.accepted_by)
+      .field("reason", w.reason)
+      .field("expires", format_date(w.expires))
+      .field("where", location_words(w.where))
+      .end_object();
+}
+
+void write_selection_json(JsonWriter& json, const Selection& s) {
+  json.begin_object().field("planned", s.planned());
+  if (!s.planned()) {
+    json.field("reason", s.unplannable).end_object();
+    return;
+  }
+  json.field("capsule", s.capsule).field("module", s.module).field("trust", to_string(s.trust));
+  json.key("evidence").begin_object();
+  for (const Obligation o : all_values<Obligation>()) {
+    json.key(to_string(o));
+    write_evidence_json(json, s.evidence[static_cast<std::size_t>(o)]);
+  }
+  json.end_object();
+  json.field("gate", s.accepted ? "accepted" : "rejected").string_array("gate_failures", s.gate_failures);
+  json.end_object();
+}
+
+}  // namespace
+
+// ---- public entry points --------------------------------------------------------------------
+
+Result<Tree, Diagnostics> load_tree(const std::filesystem::path& root, std::string label, const LoadOptions& options) {
+  Tree tree{load_workspace({root / "catalogs"}, {root / "profiles"}, options), std::move(label), root};
+  if (has_errors(tree.workspace.diagnostics)) return fail(std::move(tree.workspace.diagnostics));
+  return tree;
+}
+
+Result<std::filesystem::path, std::string> materialize_git_tree(std::string_view rev,
+                                                                const std::filesystem::path& repo_dir,
+                                                                const std::filesystem::path& scratch_dir) {
+  // A revision starting with '-' would be read as an option by git, quoting or not.
+  if (rev.empty() || rev.front() == '-') return fail(str("invalid git revision `", rev, "`"));
+  std::error_code error;
+  std::filesystem::create_directories(scratch_dir, error);
+  if (error) return fail(str("cannot create ", scratch_dir.string(), ": ", error.message()));
+  const std::filesystem::path scratch = std::filesystem::absolute(scratch_dir, error);
+  if (error) return fail(str("cannot resolve ", scratch_dir.string(), ": ", error.message()));
+  // Two steps rather than a pipe: /bin/sh has no pipefail, and git's failure must not be hidden
+  // behind tar's success.
+  // `catalogs profiles` are pathspecs relative to git's working directory: run from the top level
+  // so any directory inside the repository works.
+  const CommandResult top = run_command(str("git -C ", shell_quote(repo_dir.string()), " rev-parse --show-toplevel 2>&1"));
+  if (top.status != 0) {
+    return fail(str("`", repo_dir.string(), "` is not inside a git repository: ",
+                    top.output.empty() ? "no output" : top.output));
+  }
+  std::string top_dir = top.output;
+  while (!top_dir.empty() && (top_dir.back() == '\n' || top_dir.back() == '\r')) top_dir.pop_back();
+  const std::filesystem::path archive = scratch / ".capsule-diff-tree.tar";
+  const CommandResult git = run_command(str("git -C ", shell_quote(top_dir), " archive --format=tar -o ",
+                                            shell_quote(archive.string()), " ", shell_quote(rev),
+                                            " -- catalogs profiles 2>&1"));
+  if (git.status != 0) {
+    std::filesystem::remove(archive, error);
+    return fail(str("git archive of `", rev, "` failed: ", git.output.empty() ? "no output" : git.output));
+  }
+  const CommandResult tar = run_command(str("tar -x -f ", shell_quote(archive.string()), " -C ",
+                                            shell_quote(scratch.string()), " 2>&1"));
+  std::filesystem::remove(archive, error);
+  if (tar.status != 0) return fail(str("extracting `", rev, "` failed: ", tar.output.empty() ? "no output" : tar.output));
+  return scratch;
+}
+
+TrustDiff diff_trees(const Tree& base, const Tree& head, const DiffOptions& options) {
+  TrustDiff diff;
+  diff.base_label = base.label;
+  diff.head_label = head.label;
+  diff.today = options.today;
+  Differ differ(base, head, options, diff);
+  differ.capsules();
+  differ.profiles();
+  if (options.impact) differ.impact();
+  assign_ids(diff);
+  attribute_causes(diff);
+  return diff;
+}
+
+Result<std::vector<Waiver>, Diagnostics> parse_waivers(std::string_view text, const std::string& path) {
+  Diagnostics diagnostics;
+  auto root = detail::parse_toml(text, path, diagnostics);
+  if (!root) return fail(std::move(diagnostics));
+  detail::FileContext context(path, diagnostics);
+  detail::Fields top(context, *root, "waivers file", {"schema", "waiver"});
+  detail::check_schema(context, top);
+  std::vector<Waiver> waivers;
+  std::map<std::string, SourceLoc> seen;
+  if (const toml::array* list = top.array("waiver")) {
+    for (const toml::node& item : *list) {
+      const toml::table* table = item.as_table();
+      if (table == nullptr) {
+        context.error(DiagCode::WrongType, context.at(item),
+                      str("`waiver` entries must be tables ([[waiver]]), got ", detail::type_name(item)));
+        continue;
+      }
+      detail::Fields fields(context, *table, "[[waiver]]", {"change", "accepted_by", "reason", "expires"});
+      Waiver waiver;
+      waiver.where = fields.where();
+      bool ok = true;
+      const auto required_text = [&](std::string_view key, std::string_view expectation, std::string& slot) {
+        if (auto value = fields.string(key)) {
+          slot = *value;
+          if (value->empty()) {
+            context.error(DiagCode::InvalidValue, context.at(*fields.node(key)), str("`", key, "` must not be empty"));
+            ok = false;
+          }
+        } else {
+          if (fields.node(key) == nullptr) fields.missing(key, expectation);
+          ok = false;
+        }
+      };
+      required_text("change", "the id of the accepted change, as printed by `capsule diff`", waiver.change);
+      required_text("accepted_by", "who reviewed and accepted the change", waiver.accepted_by);
+      required_text("reason", "why the change is acceptable", waiver.reason);
+      if (auto expires = fields.date("expires")) {
+        waiver.expires = *expires;
+      } else {
+        if (fields.node("expires") == nullptr) fields.missing("expires", "the last day the acceptance holds, e.g. 2027-06-30");
+        ok = false;
+      }
+      if (const toml::node* change = fields.node("change"); change != nullptr && !waiver.change.empty()) {
+        waiver.where = context.at(*change);
+        const std::string problem = change_id_problem(waiver.change);
+        if (!problem.empty()) {
+          context.error(DiagCode::InvalidValue, waiver.where, str("malformed change id `", waiver.change, "`: ", problem),
+                        "copy the id printed by `capsule diff`, e.g. weakened:capsule:reference.relu:value");
+          ok = false;
+        }
+      }
+      if (!ok) continue;
+      if (auto [it, inserted] = seen.emplace(waiver.change, waiver.where); !inserted) {
+        context.error(DiagCode::InvalidValue, waiver.where, str("duplicate waiver for change `", waiver.change, "`"), {},
+                      {str("first waived at ", location_words(it->second))});
+        continue;
+      }
+      waivers.push_back(std::move(waiver));
+    }
+  }
+  if (has_errors(diagnostics)) return fail(std::move(diagnostics));
+  return waivers;
+}
+
+Result<std::vector<Waiver>, Diagnostics> load_waivers(const std::filesystem::path& file) {
+  Diagnostics diagnostics;
+  auto parsed = detail::read_file(file.string(), diagnostics);
+  if (!parsed) return fail(std::move(diagnostics));
+  return parse_waivers(parsed->text, file.string());
+}
+
+void apply_waivers(TrustDiff& diff, std::span<const Waiver> waivers) {
+  diff.expired_waivers.clear();
+  diff.unused_waivers.clear();
+  for (Change& change : diff.changes) change.waiver.reset();
+  for (Impact& row : diff.impacts) {
+    row.waiver.reset();
+    row.covered_by_cause = false;
+  }
+  for (const Waiver& waiver : waivers) {
+    if (waiver.expires < diff.today) {
+      diff.expired_waivers.push_back(waiver);
+      continue;
+    }
+    bool used = false;
+    for (Change& change : diff.changes) {
+      if (change.id == waiver.change) {
+        change.waiver = waiver;
+        used = true;
+      }
+    }
+    for (Impact& row : diff.impacts) {
+      if (row.id == waiver.change) {
+        row.waiver = waiver;
+        used = true;
+      }
+    }
+    if (!used) diff.unused_waivers.push_back(waiver);
+  }
+  // See Note [Impact causes]: a row whose every cause is waived is covered by those waivers.
+  for (Impact& row : diff.impacts) {
+    if (row.waiver || row.caused_by.empty()) continue;
+    const Waiver* cover = nullptr;
+    bool all = true;
+    for (const std::string& id : row.caused_by) {
+      const auto found = std::find_if(diff.changes.begin(), diff.changes.end(),
+                                      [&id](const Change& c) { return c.id == id; });
+      if (found == diff.changes.end() || !found->waiver) all = false;
+      else if (cover == nullptr) cover = &*found->waiver;
+    }
+    if (all && cover != nullptr) {
+      row.waiver = *cover;
+      row.covered_by_cause = true;
+    }
+  }
+}
+
+DiffCounts diff_counts(const TrustDiff& diff) {
+  DiffCounts n;
+  for (const Change& change : diff.changes) {
+    switch (change.direction) {
+      case Direction::Weakened:
+        ++n.weakened;
+        if (change.waiver) ++n.waived;
+        else ++n.failing;
+        break;
+      case Direction::Strengthened: ++n.strengthened; break;
+      case Direction::Neutral: ++n.neutral; break;
+    }
+  }
+  for (const Impact& row : diff.impacts) {
+    ++n.impacted;
+    if (row.direction != Direction::Weakened) continue;
+    ++n.impact_weakened;
+    if (row.waiver) ++n.waived;
+    else ++n.failing;
+  }
+  n.failing += diff.expired_waivers.size();
+  return n;
+}
+
+int exit_status(const TrustDiff& diff) { return diff_counts(diff).failing == 0 ? 0 : 1; }
+
+std::string render_text(const TrustDiff& diff) {
+  const DiffCounts n = diff_counts(diff);
+  const int status = n.failing == 0 ? 0 : 1;
+  std::string out = str("trust diff ", diff.base_label, " -> ", diff.head_label, ": ",
+                        diff.empty() ? std::string("no changes in meaning") : summary_words(n), "\n");
+  out += str("result: ", status == 0 ? "passes" : "fails", " (exit ", status, ")", failing_words(diff, n), "\n");
+  for (const Direction direction : all_values<Direction>()) {
+    bool header = false;
+    for (const Change& c : diff.changes) {
+      if (c.direction != direction) continue;
+      if (!header) out += str("\n", to_string(direction), " changes:\n");
+      header = true;
+      out += str("  ", c.id, "\n    ", c.message, "\n");
+      if (!c.before.empty() || !c.after.empty()) {
+        out += str("    ", c.before.empty() ? "(none)" : c.before, " -> ", c.after.empty() ? "(none)" : c.after, "\n");
+      }
+      for (const std::string& note : c.notes) out += str("    note: ", note, "\n");
+      if (c.waiver) out += str("    ", waiver_words(*c.waiver), "\n");
+      if (const std::string where = where_words(c.where, c.side); !where.empty()) out += str("    at ", where, "\n");
+    }
+  }
+  if (!diff.impacts.empty()) out += "\nimpact on plans:\n";
+  for (const Impact& row : diff.impacts) {
+    out += str("  ", row.id, "\n    ", to_string(row.op), " under ", row.profile, ": ", row.message, "\n");
+    for (const std::string& failure : row.after.gate_failures) out += str("    gate: ", failure, "\n");
+    if (!row.caused_by.empty()) out += str("    caused by: ", join(row.caused_by, ", "), "\n");
+    if (row.waiver) out += str("    ", waiver_words(*row.waiver), row.covered_by_cause ? " (via its cause)" : "", "\n");
+  }
+  if (!diff.expired_waivers.empty() || !diff.unused_waivers.empty()) out += "\nwaivers:\n";
+  for (const Waiver& w : diff.expired_waivers) {
+    out += str("  expired (fails): ", w.change, " accepted by ", w.accepted_by, ", expired ", format_date(w.expires),
+               " at ", location_words(w.where), "\n");
+  }
+  for (const Waiver& w : diff.unused_waivers) {
+    out += str("  unused: ", w.change, " matches no change (", location_words(w.where), ")\n");
+  }
+  return out;
+}
+
+std::string render_markdown(const TrustDiff& diff) {
+  const DiffCounts n = diff_counts(diff);
+  const int status = n.failing == 0 ? 0 : 1;
+  std::string out = str("### Trust diff ", markdown_code(diff.base_label), " → ", markdown_code(diff.head_label), "\n\n");
+  const std::string result =
+      status == 0 ? "**Result: passes** (exit 0)" : str("**Result: fails** (exit 1", failing_words(diff, n), ")");
+  if (diff.empty()) {
+    out += str("No changes in meaning. ", result, ".\n");
+  } else {
+    out += str(result, " · ", n.weakened, " weakened, ", n.strengthened, " strengthened, ", n.neutral,
+               " neutral changes · ", n.impacted, " op", n.impacted == 1 ? "" : "s", " impacted (", n.impact_weakened,
+               " weakened) · ", n.waived, " waived\n");
+  }
+  std::vector<const Change*> by_direction[3];
+  for (const Change& c : diff.changes) by_direction[static_cast<std::size_t>(c.direction)].push_back(&c);
+  const std::vector<const Change*>& weakened = by_direction[static_cast<std::size_t>(Direction::Weakened)];
+  const std::vector<const Change*>& strengthened = by_direction[static_cast<std::size_t>(Direction::Strengthened)];
+  const std::vector<const Change*>& neutral = by_direction[static_cast<std::size_t>(Direction::Neutral)];
+  if (!weakened.empty()) out += str("\n#### Weakened (", weakened.size(), ")\n\n", markdown_change_table(weakened));
+  if (!strengthened.empty()) {
+    out += str("\n#### Strengthened (", strengthened.size(), ")\n\n", markdown_change_table(strengthened));
+  }
+  if (!diff.impacts.empty()) {
+    out += str("\n#### Impact on plans (", diff.impacts.size(), ")\n\n");
+    out += "| profile | op | before | after | direction | change |\n|---|---|---|---|---|---|\n";
+    for (const Impact& row : diff.impacts) {
+      std::string direction(to_string(row.direction));
+      if (row.direction == Direction::Weakened) direction = row.waiver ? "weakened (waived)" : "**weakened**";
+      out += str("| ", markdown_code(row.profile), " | ", markdown_code(to_string(row.op)), " | ",
+                 markdown_cell(selection_words(row.before)), " | ", markdown_cell(selection_words(row.after)), " | ",
+                 direction, " | ", markdown_code(row.id), " |\n");
+    }
+  }
+  if (!neutral.empty()) {
+    out += str("\n<details><summary>", neutral.size(), " neutral change", neutral.size() == 1 ? "" : "s",
+               " (shown, not failing)</summary>\n\n", markdown_change_table(neutral), "\n</details>\n");
+  }
+  if (!diff.expired_waivers.empty() || !diff.unused_waivers.empty()) {
+    out += "\n#### Waivers\n\n| waiver | state | accepted by | where |\n|---|---|---|---|\n";
+    for (const Waiver& w : diff.expired_waivers) {
+      out += str("| ", markdown_code(w.change), " | **expired ", format_date(w.expires), "** (fails) | ",
+                 markdown_cell(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
+    }
+    for (const Waiver& w : diff.unused_waivers) {
+      out += str("| ", markdown_code(w.change), " | unused | ", markdown_cell(w.accepted_by), " | ",
+                 markdown_code(location_words(w.where)), " |\n");
+    }
+  }
+  // The cheapest fix, cargo-vet style: the exact entries a reviewer would add to accept what fails.
+  std::vector<std::string> open;
+  for (const Change* c : weakened) {
+    if (!c->waiver) open.push_back(c->id);
+  }
+  for (const Impact& row : diff.impacts) {
+    // A row with causes is covered once they are waived (Note [Impact causes]).
+    if (row.direction == Direction::Weakened && !row.waiver && row.caused_by.empty()) open.push_back(row.id);
+  }
+  if (!open.empty()) {
+    out += "\n<details><summary>Accepting these changes after review</summary>\n\n"
+           "Add to the waivers file passed with `--accept`:\n\n```toml\nschema = 1\n";
+    for (const std::string& id : open) {
+      out += str("\n[[waiver]]\nchange = ", json_escape(id), "\naccepted_by = \"\"\nreason = \"\"\nexpires = ",
+                 format_date(Date{std::chrono::sys_days{diff.today} + std::chrono::days{90}}), "\n");
+    }
+    out += "```\n\n</details>\n";
+  }
+  return out;
+}
+
+std::string render_json(const TrustDiff& diff) {
+  const DiffCounts n = diff_counts(diff);
+  JsonWriter json;
+  json.begin_object().field("base", diff.base_label).field("head", diff.head_label).field("today", format_date(diff.today));
+  json.key("summary")
+      .begin_object()
+      .field("weakened", static_cast<std::int64_t>(n.weakened))
+      .field("strengthened", static_cast<std::int64_t>(n.strengthened))
+      .field("neutral", static_cast<std::int64_t>(n.neutral))
+      .field("impacted", static_cast<std::int64_t>(n.impacted))
+      .field("impact_weakened", static_cast<std::int64_t>(n.impact_weakened))
+      .field("waived", static_cast<std::int64_t>(n.waived))
+      .field("failing", static_cast<std::int64_t>(n.failing))
+      .field("exit_status", static_cast<std::int64_t>(n.failing == 0 ? 0 : 1))
+      .end_object();
+  json.key("changes").begin_array();
+  for (const Change& c : diff.changes) {
+    json.begin_object()
+        .field("id", c.id)
+        .field("direction", to_string(c.direction))
+        .field("scope", to_string(scope_of(c.kind)))
+        .field("kind", to_string(c.kind))
+        .field("subject", c.subject)
+        .field("aspect", change_aspect(c));
+    if (c.obligation) json.field("obligation", to_string(*c.obligation));
+    json.field("before", c.before).field("after", c.after).field("message", c.message).string_array("notes", c.notes);
+    write_where_json(json, c.where, c.side);
+    if (c.waiver) {
+      json.key("waiver");
+      write_waiver_json(json, *c.waiver);
+    }
+    json.end_object();
+  }
+  json.end_array();
+  json.key("impact").begin_array();
+  for (const Impact& row : diff.impacts) {
+    json.begin_object()
+        .field("id", row.id)
+        .field("direction", to_string(row.direction))
+        .field("profile", row.profile)
+        .field("op", to_string(row.op))
+        .field("message", row.message);
+    json.string_array("caused_by", row.caused_by);
+    json.key("before");
+    write_selection_json(json, row.before);
+    json.key("after");
+    write_selection_json(json, row.after);
+    write_where_json(json, row.where, Side::Head);
+    if (row.waiver) {
+      json.field("waived_via_cause", row.covered_by_cause);
+      json.key("waiver");
+      write_waiver_json(json, *row.waiver);
+    }
+    json.end_object();
+  }
+  json.end_array();
+  json.key("waivers").begin_object().key("expired").begin_array();
+  for (const Waiver& w : diff.expired_waivers) write_waiver_json(json, w);
+  json.end_array().key("unused").begin_array();
+  for (const Waiver& w : diff.unused_waivers) write_waiver_json(json, w);
+  json.end_array().end_object();
+  json.end_object();
+  return json.str() + "\n";
+}
+
+}  // namespace capsule

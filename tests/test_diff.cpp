@@ -1,0 +1,714 @@
+// SPDX-License-Identifier: Apache-2.0
+// The semantic trust diff (docs/trust-diff.md): real before/after trees under tests/data/diff,
+// plus edits of the shipped tree made in code for the finer classification rules.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <unistd.h>
+
+#include "capsule/diff.hpp"
+#include "capsule/gate.hpp"
+
+namespace capsule {
+namespace {
+
+using std::chrono::day;
+using std::chrono::month;
+using std::chrono::year;
+
+const Date kToday{year{2026}, month{1}, day{15}};
+
+std::filesystem::path case_dir(std::string_view name) {
+  return std::filesystem::path(CAPSULE_TEST_DATA) / "diff" / std::string(name);
+}
+
+LoadOptions load_options() {
+  LoadOptions options;
+  options.today = kToday;
+  return options;
+}
+
+DiffOptions diff_options() {
+  DiffOptions options;
+  options.today = kToday;
+  return options;
+}
+
+Tree load(const std::filesystem::path& root, std::string label) {
+  auto tree = load_tree(root, std::move(label), load_options());
+  if (!tree) FAIL_CHECK(render(tree.error()));
+  REQUIRE(tree.has_value());
+  return std::move(*tree);
+}
+
+TrustDiff diff_case(std::string_view name) {
+  const Tree base = load(case_dir(name) / "base", "base");
+  const Tree head = load(case_dir(name) / "head", "head");
+  return diff_trees(base, head, diff_options());
+}
+
+const Tree& shipped() {
+  static const Tree tree = load(std::filesystem::path(CAPSULE_SOURCE_DIR), "shipped");
+  return tree;
+}
+
+const Change* find_change(const TrustDiff& diff, std::string_view id) {
+  for (const Change& c : diff.changes) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+const Impact* find_impact(const TrustDiff& diff, std::string_view profile, Op op) {
+  for (const Impact& row : diff.impacts) {
+    if (row.profile == profile && row.op == op) return &row;
+  }
+  return nullptr;
+}
+
+bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+bool any_note(const Change& c, std::string_view part) {
+  return std::any_of(c.notes.begin(), c.notes.end(), [part](const std::string& n) { return contains(n, part); });
+}
+
+std::string all_ids(const TrustDiff& diff) {
+  std::string out;
+  for (const Change& c : diff.changes) out += c.id + "\n";
+  for (const Impact& row : diff.impacts) out += row.id + "\n";
+  return out;
+}
+
+/// A copy of `tree` whose capsule `name` went through `edit` (in a fresh module value).
+Tree with_capsule(const Tree& tree, std::string_view name, const std::function<void(Capsule&)>& edit) {
+  Tree out = tree;
+  out.label = "edited";
+  bool found = false;
+  for (ModulePtr& module : out.workspace.modules) {
+    auto copy = std::make_shared<CapsuleModule>(*module);
+    for (Capsule& c : copy->capsules) {
+      if (c.name == name) {
+        edit(c);
+        found = true;
+      }
+    }
+    module = copy;
+  }
+  REQUIRE_MESSAGE(found, "no shipped capsule " << name);
+  return out;
+}
+
+Tree with_module(const Tree& tree, std::string_view name, const std::function<void(CapsuleModule&)>& edit) {
+  Tree out = tree;
+  out.label = "edited";
+  for (ModulePtr& module : out.workspace.modules) {
+    if (module->name != name) continue;
+    auto copy = std::make_shared<CapsuleModule>(*module);
+    edit(*copy);
+    module = copy;
+  }
+  return out;
+}
+
+Tree with_profile(const Tree& tree, std::string_view name, const std::function<void(Profile&)>& edit) {
+  Tree out = tree;
+  out.label = "edited";
+  for (ProfilePtr& profile : out.workspace.profiles) {
+    if (profile->name != name) continue;
+    auto copy = std::make_shared<Profile>(*profile);
+    edit(*copy);
+    profile = copy;
+  }
+  return out;
+}
+
+Waiver waiver_for(std::string change, Date expires) {
+  Waiver w;
+  w.change = std::move(change);
+  w.accepted_by = "Ada Reviewer";
+  w.reason = "reviewed in the pull request";
+  w.expires = expires;
+  return w;
+}
+
+}  // namespace
+
+TEST_SUITE("diff") {
+
+// ---- the five acceptance cases, each on real before/after trees ----------------------------------
+
+TEST_CASE("value evidence moved from a test suite to a trusted boundary is weakened and fails") {
+  const TrustDiff diff = diff_case("evidence-weakened");
+  INFO(all_ids(diff));
+  const Change* change = find_change(diff, "weakened:capsule:reference.relu:value");
+  REQUIRE(change != nullptr);
+  CHECK(change->kind == ChangeKind::Evidence);
+  CHECK(change->obligation == Obligation::Value);
+  CHECK(change->before == "test-suite (reference.values)");
+  CHECK(change->after == "trusted-boundary (vendor relu kernel)");
+  CHECK(contains(change->message, "now rests on a trusted boundary"));
+  CHECK(any_note(*change, "still labelled checked"));
+  CHECK(change->side == Side::Head);
+  CHECK(change->where.file == "catalogs/reference.toml");
+  CHECK(change->where.line > 0);
+  // Under checked_cpu the op keeps its capsule, but the gate now refuses it.
+  const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
+  REQUIRE(impact != nullptr);
+  CHECK(impact->id == "weakened:impact:checked_cpu:relu");
+  CHECK(impact->before.accepted);
+  CHECK_FALSE(impact->after.accepted);
+  CHECK(contains(impact->message, "gate under checked: accepted -> rejected"));
+  CHECK(diff.impacts.size() == 1);
+  CHECK(exit_status(diff) == 1);
+}
+
+TEST_CASE("relabelling trusted-external as checked while the evidence stays a trusted boundary is the label trap") {
+  const TrustDiff diff = diff_case("label-vs-evidence");
+  INFO(all_ids(diff));
+  const Change* change = find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust");
+  REQUIRE(change != nullptr);
+  CHECK(change->before == "trusted-external");
+  CHECK(change->after == "checked");
+  CHECK(contains(change->message, "the acceptance gate still rejects it under `checked`"));
+  CHECK(any_note(*change, "rejected value evidence"));
+  CHECK(any_note(*change, "trusted boundary: LibTorch/CUDA SDPA implementation"));
+  // The evidence itself did not change, so no evidence change is reported.
+  for (const Change& c : diff.changes) CHECK(c.kind != ChangeKind::Evidence);
+
+  // The diff's verdict is the gate's: run it directly on HEAD's capsule under checked.
+  const Tree head = load(case_dir("label-vs-evidence") / "head", "head");
+  const Capsule* relabelled = nullptr;
+  for (const ModulePtr& m : head.workspace.modules) {
+    for (const Capsule& c : m->capsules) {
+      if (c.name == "libtorch.sdpa_forward") relabelled = &c;
+    }
+  }
+  REQUIRE(relabelled != nullptr);
+  CHECK(relabelled->trust == Trust::Checked);
+  KernelPolicy checked;
+  checked.device = Device::Cuda;
+  checked.assurance = AssurancePolicy::checked();
+  const PlannedKernel kernel{Op::ScaledDotProductAttention, relabelled};
+  CHECK_FALSE(accept(kernel, checked).has_value());
+  const auto failures = acceptance_failures(kernel, checked);
+  REQUIRE(failures.size() == 1);
+  CHECK(failures[0].kind == AcceptanceFailure::Kind::EvidenceRejected);
+  CHECK(failures[0].obligation == Obligation::Value);
+  CHECK(any_note(*change, failures[0].message()));
+
+  // The checked profile that prefers LibTorch now selects it by its label and fails at the gate.
+  const Impact* impact = find_impact(diff, "libtorch_forward_strict", Op::ScaledDotProductAttention);
+  REQUIRE(impact != nullptr);
+  CHECK(impact->before.capsule == "native_cuda.direct_attention");
+  CHECK(impact->before.accepted);
+  CHECK(impact->after.capsule == "libtorch.sdpa_forward");
+  CHECK_FALSE(impact->after.accepted);
+  CHECK(impact->direction == Direction::Weakened);
+  CHECK(exit_status(diff) == 1);
+}
+
+TEST_CASE("a profile's assurance widened to external now admits a trusted boundary and fails") {
+  const TrustDiff diff = diff_case("assurance-widened");
+  INFO(all_ids(diff));
+  REQUIRE(diff.changes.size() == 1);
+  const Change& change = diff.changes.front();
+  CHECK(change.id == "weakened:profile:checked_cpu:assurance");
+  CHECK(change.kind == ChangeKind::Assurance);
+  CHECK(contains(change.message, "assurance widened"));
+  CHECK(contains(change.message, "now admits a trusted boundary it did not admit before"));
+  CHECK(contains(change.message, "now admits trust trusted-external"));
+  CHECK(contains(change.before, "checked"));
+  CHECK(contains(change.after, "external"));
+  CHECK(change.where.file == "profiles/checked_cpu.toml");
+  CHECK(diff.impacts.empty());  // the same reference capsules are still selected
+  CHECK(exit_status(diff) == 1);
+}
+
+TEST_CASE("reordering modules so another capsule is selected lists the op with old and new capsule") {
+  const TrustDiff diff = diff_case("module-reorder");
+  INFO(all_ids(diff));
+  const Change* change = find_change(diff, "neutral:profile:external_auto_cuda:module-order");
+  REQUIRE(change != nullptr);
+  CHECK(change->before == "[attention, libtorch]");
+  CHECK(change->after == "[libtorch, attention]");
+  REQUIRE(diff.impacts.size() == 1);
+  const Impact& impact = diff.impacts.front();
+  CHECK(impact.op == Op::ScaledDotProductAttention);
+  CHECK(impact.before.capsule == "native_cuda.direct_attention");
+  CHECK(impact.after.capsule == "libtorch.sdpa_forward");
+  CHECK(contains(impact.message, "native_cuda.direct_attention -> libtorch.sdpa_forward"));
+  CHECK(contains(impact.message, "value evidence test-suite (native_cuda.attention) -> trusted-boundary"));
+  // Catalog order alone moved the op onto a trusted boundary: weakened.
+  CHECK(impact.id == "weakened:impact:external_auto_cuda:scaled_dot_product_attention");
+  CHECK(exit_status(diff) == 1);
+  const std::string markdown = render_markdown(diff);
+  CHECK(contains(markdown, "#### Impact on plans (1)"));
+  CHECK(contains(markdown, "native_cuda.direct_attention (checked, value test-suite, gate accepted)"));
+  CHECK(contains(markdown, "libtorch.sdpa_forward (trusted-external, value trusted-boundary, gate accepted)"));
+}
+
+TEST_CASE("whitespace / comments and key order produce no findings") {
+  const Tree base = load(case_dir("whitespace-only") / "base", "base");
+  const Tree head = load(case_dir("whitespace-only") / "head", "head");
+  CHECK(head.workspace.diagnostics.empty());
+  const TrustDiff diff = diff_trees(base, head, diff_options());
+  INFO(all_ids(diff));
+  CHECK(diff.empty());
+  CHECK(exit_status(diff) == 0);
+  CHECK(render_text(diff) == "trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\n");
+  CHECK(render_markdown(diff) == "### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n");
+  CHECK(contains(render_json(diff), "\"changes\":[],\"impact\":[]"));
+}
+
+// ---- finer rules, on edits of the shipped tree --------------------------------------------------
+
+TEST_CASE("the shipped tree compared with itself is empty") {
+  const TrustDiff diff = diff_trees(shipped(), shipped(), diff_options());
+  CHECK(diff.empty());
+  CHECK(exit_status(diff) == 0);
+}
+
+TEST_CASE("evidence order: a trusted boundary is the weakest real evidence / not-applicable fits only vjp-unavailable") {
+  for (const ClaimKind claim : all_values<ClaimKind>()) {
+    for (const EvidenceKind kind : all_values<EvidenceKind>()) {
+      if (kind == EvidenceKind::TrustedBoundary || kind == EvidenceKind::NotApplicable) continue;
+      CHECK(evidence_rank(claim, kind) > evidence_rank(claim, EvidenceKind::TrustedBoundary));
+    }
+    if (claim == ClaimKind::VjpUnavailable) {
+      CHECK(evidence_rank(claim, EvidenceKind::NotApplicable) > evidence_rank(claim, EvidenceKind::TestSuite));
+    } else {
+      CHECK(evidence_rank(claim, EvidenceKind::NotApplicable) < evidence_rank(claim, EvidenceKind::TrustedBoundary));
+    }
+  }
+  CHECK(evidence_rank(ClaimKind::ValueRefinement, EvidenceKind::TestSuite) >
+        evidence_rank(ClaimKind::ValueRefinement, EvidenceKind::RuntimeGuard));
+  CHECK(evidence_rank(ClaimKind::ShapeSafety, EvidenceKind::RuntimeGuard) >
+        evidence_rank(ClaimKind::ShapeSafety, EvidenceKind::TestSuite));
+}
+
+TEST_CASE("evidence changes are ranked per claim; a renamed suite is neutral but shown") {
+  SUBCASE("shape: runtime guard to test suite is weakened") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Shape).evidence = Evidence{EvidenceKind::TestSuite, "reference.shapes", {}, {}, {}};
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    CHECK(find_change(diff, "weakened:capsule:reference.relu:shape") != nullptr);
+  }
+  SUBCASE("value: test suite to shared definition is strengthened") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::SharedDefinition, "Spec.relu", {}, {}, {}};
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    CHECK(find_change(diff, "strengthened:capsule:reference.relu:value") != nullptr);
+    CHECK(exit_status(diff) == 0);
+  }
+  SUBCASE("value: same kind, other suite is an evidence rename") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence.name = "reference.values_v2";
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    const Change* change = find_change(diff, "neutral:capsule:reference.relu:value");
+    REQUIRE(change != nullptr);
+    CHECK(change->message == "value evidence renamed");
+    CHECK(change->after == "test-suite (reference.values_v2)");
+    CHECK(exit_status(diff) == 0);
+  }
+  SUBCASE("value: not-applicable backs no value claim and the checked gate would not catch it") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = Evidence{};
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    const Change* change = find_change(diff, "weakened:capsule:reference.relu:value");
+    REQUIRE(change != nullptr);
+    CHECK(any_note(*change, "not-applicable fits only a vjp-unavailable claim"));
+    CHECK(exit_status(diff) == 1);
+  }
+}
+
+TEST_CASE("trust label changes") {
+  SUBCASE("checked to trusted-external is weakened") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.trust = Trust::TrustedExternal;
+      c.trust_record.reason = "vendor kernel";
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    const Change* change = find_change(diff, "weakened:capsule:reference.relu:trust");
+    REQUIRE(change != nullptr);
+    CHECK(change->before == "checked");
+    CHECK(change->after == "trusted-external");
+    // checked_cpu no longer admits it: relu becomes unplannable there (fails closed, neutral).
+    const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
+    REQUIRE(impact != nullptr);
+    CHECK_FALSE(impact->after.planned());
+    CHECK(impact->direction == Direction::Neutral);
+    CHECK(exit_status(diff) == 1);
+  }
+  SUBCASE("trusted-external to checked with checked evidence is strengthened") {
+    const Tree head = with_capsule(shipped(), "libtorch.sdpa_forward", [](Capsule& c) {
+      c.trust = Trust::Checked;
+      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TestSuite, "libtorch.values", {}, {}, {}};
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    CHECK(find_change(diff, "strengthened:capsule:libtorch.sdpa_forward:trust") != nullptr);
+    CHECK(find_change(diff, "strengthened:capsule:libtorch.sdpa_forward:value") != nullptr);
+  }
+}
+
+TEST_CASE("trusted-external expiry added / extended / shortened / removed or lapsed") {
+  const auto expiring = [](std::optional<Date> expires) {
+    return with_capsule(shipped(), "libtorch.sdpa_forward", [expires](Capsule& c) { c.trust_record.expires = expires; });
+  };
+  const Tree base = expiring(Date{year{2026}, month{6}, day{30}});
+  SUBCASE("added") {
+    const TrustDiff diff = diff_trees(shipped(), base, diff_options());
+    const Change* change = find_change(diff, "strengthened:capsule:libtorch.sdpa_forward:trust-expiry");
+    REQUIRE(change != nullptr);
+    CHECK(change->after == "2026-06-30");
+    CHECK(change->message == "trusted-external expiry added: 2026-06-30");
+  }
+  SUBCASE("extended") {
+    const TrustDiff diff = diff_trees(base, expiring(Date{year{2027}, month{6}, day{30}}), diff_options());
+    const Change* change = find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust-expiry");
+    REQUIRE(change != nullptr);
+    CHECK(contains(change->message, "extended from 2026-06-30 to 2027-06-30"));
+  }
+  SUBCASE("shortened") {
+    const TrustDiff diff = diff_trees(base, expiring(Date{year{2026}, month{3}, day{1}}), diff_options());
+    CHECK(find_change(diff, "strengthened:capsule:libtorch.sdpa_forward:trust-expiry") != nullptr);
+  }
+  SUBCASE("removed") {
+    const TrustDiff diff = diff_trees(base, expiring(std::nullopt), diff_options());
+    CHECK(find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust-expiry") != nullptr);
+  }
+  SUBCASE("lapsed") {
+    const TrustDiff diff = diff_trees(base, expiring(Date{year{2025}, month{12}, day{31}}), diff_options());
+    const Change* change = find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust-expiry");
+    REQUIRE(change != nullptr);
+    CHECK(contains(change->message, "lapsed: expired on 2025-12-31 (today is 2026-01-15)"));
+  }
+}
+
+TEST_CASE("a renamed capsule is matched by identity minus name") {
+  const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) { c.name = "reference.rectifier"; });
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  INFO(all_ids(diff));
+  REQUIRE(diff.changes.size() == 1);
+  CHECK(diff.changes[0].id == "neutral:capsule:reference.rectifier:renamed");
+  CHECK(diff.changes[0].before == "reference.relu");
+  // Every profile that selected it now names the new capsule: neutral impact rows.
+  const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
+  REQUIRE(impact != nullptr);
+  CHECK(impact->direction == Direction::Neutral);
+  CHECK(exit_status(diff) == 0);
+}
+
+TEST_CASE("added and removed capsules") {
+  SUBCASE("removed is neutral for trust but shown, and the op becomes unplannable") {
+    const Tree head = with_module(shipped(), "reference", [](CapsuleModule& m) {
+      std::erase_if(m.capsules, [](const Capsule& c) { return c.name == "reference.relu"; });
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    const Change* change = find_change(diff, "neutral:capsule:reference.relu:removed");
+    REQUIRE(change != nullptr);
+    CHECK(change->side == Side::Base);
+    const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
+    REQUIRE(impact != nullptr);
+    CHECK(contains(impact->message, "now unplannable: no admissible kernel capsule for op relu on device cpu"));
+    CHECK(exit_status(diff) == 0);
+  }
+  SUBCASE("added labelled checked on a trusted boundary is the label trap, weakened") {
+    const Tree head = with_module(shipped(), "reference", [](CapsuleModule& m) {
+      Capsule extra = m.capsules.front();
+      extra.name = "reference.fast_matmul";
+      extra.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor BLAS", {}, {}};
+      m.capsules.push_back(extra);
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    const Change* change = find_change(diff, "weakened:capsule:reference.fast_matmul:added");
+    REQUIRE(change != nullptr);
+    CHECK(contains(change->message, "label versus evidence"));
+  }
+}
+
+TEST_CASE("capsule order inside a module is a change in meaning; equal evidence keeps the impact neutral") {
+  const Tree head = with_module(shipped(), "attention", [](CapsuleModule& m) {
+    std::swap(m.capsules[0], m.capsules[1]);
+  });
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  INFO(all_ids(diff));
+  const Change* change = find_change(diff, "neutral:module:attention:capsule-order");
+  REQUIRE(change != nullptr);
+  CHECK(change->before == "native_cuda.direct_attention, torchlean.composed_attention");
+  CHECK(change->after == "torchlean.composed_attention, native_cuda.direct_attention");
+  // libtorch_forward_strict falls back to catalog order; the new first capsule has the same
+  // kinds of evidence, so the row is shown but neutral.
+  const Impact* impact = find_impact(diff, "libtorch_forward_strict", Op::ScaledDotProductAttention);
+  REQUIRE(impact != nullptr);
+  CHECK(impact->after.capsule == "torchlean.composed_attention");
+  CHECK(impact->direction == Direction::Neutral);
+  CHECK(exit_status(diff) == 0);
+}
+
+TEST_CASE("assurance narrowed is strengthened and the impact shows the safer capsule") {
+  const Tree head = with_profile(shipped(), "libtorch_forward_cuda",
+                                 [](Profile& p) { p.policy.assurance = AssurancePolicy::checked(); });
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  const Change* change = find_change(diff, "strengthened:profile:libtorch_forward_cuda:assurance");
+  REQUIRE(change != nullptr);
+  CHECK(contains(change->message, "no longer admits trust trusted-external"));
+  const Impact* impact = find_impact(diff, "libtorch_forward_cuda", Op::ScaledDotProductAttention);
+  REQUIRE(impact != nullptr);
+  CHECK(impact->before.capsule == "libtorch.sdpa_forward");
+  CHECK(impact->after.capsule == "native_cuda.direct_attention");
+  CHECK(impact->direction == Direction::Strengthened);
+  CHECK(exit_status(diff) == 0);
+}
+
+TEST_CASE("a new profile that admits a trusted boundary is weakened") {
+  Tree head = shipped();
+  auto added = std::make_shared<Profile>(*head.workspace.find_profile("libtorch_forward_cuda"));
+  added->name = "libtorch_forward_cuda_copy";
+  head.workspace.profiles.push_back(added);
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  CHECK(find_change(diff, "weakened:profile:libtorch_forward_cuda_copy:added") != nullptr);
+  CHECK(diff.impacts.empty());
+}
+
+// ---- waivers ---------------------------------------------------------------------------------------
+
+TEST_CASE("waived changes are shown but do not fail; an expired waiver fails") {
+  TrustDiff diff = diff_case("evidence-weakened");
+  REQUIRE(exit_status(diff) == 1);
+  const Date later{year{2026}, month{6}, day{30}};
+  const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
+  REQUIRE(impact != nullptr);
+  // The profile kept reference.relu, so the capsule's own change explains the row.
+  CHECK(impact->caused_by == std::vector<std::string>{"weakened:capsule:reference.relu:value"});
+  SUBCASE("waiving the capsule change covers the impact it causes") {
+    const std::vector<Waiver> waivers{waiver_for("weakened:capsule:reference.relu:value", later)};
+    apply_waivers(diff, waivers);
+    CHECK(exit_status(diff) == 0);
+    const DiffCounts n = diff_counts(diff);
+    CHECK(n.waived == 2);
+    CHECK(n.weakened == 1);
+    CHECK(impact->covered_by_cause);
+    CHECK(contains(render_text(diff), "waived by Ada Reviewer until 2026-06-30: reviewed in the pull request"));
+    CHECK(contains(render_text(diff), "caused by: weakened:capsule:reference.relu:value"));
+    CHECK(contains(render_markdown(diff), "weakened (waived)"));
+    CHECK(contains(render_json(diff), "\"waiver\":{\"change\":\"weakened:capsule:reference.relu:value\""));
+    CHECK(contains(render_json(diff), "\"waived_via_cause\":true"));
+  }
+  SUBCASE("an expired waiver waives nothing and fails even when nothing else would") {
+    const std::vector<Waiver> waivers{waiver_for("weakened:capsule:reference.relu:value", later),
+                                      waiver_for("weakened:capsule:reference.add:value", Date{year{2026}, month{1}, day{14}})};
+    apply_waivers(diff, waivers);
+    CHECK(diff.expired_waivers.size() == 1);
+    CHECK(exit_status(diff) == 1);
+    CHECK(contains(render_text(diff), "result: fails (exit 1): 1 expired waiver\n"));
+    CHECK(contains(render_text(diff), "expired (fails): weakened:capsule:reference.add:value"));
+  }
+  SUBCASE("a waiver expiring today still holds; one naming nothing is listed as unused") {
+    const std::vector<Waiver> waivers{waiver_for("weakened:capsule:reference.relu:value", kToday),
+                                      waiver_for("weakened:capsule:reference.gelu:value", later)};
+    apply_waivers(diff, waivers);
+    CHECK(exit_status(diff) == 0);
+    CHECK(diff.unused_waivers.size() == 1);
+    apply_waivers(diff, {});  // applying again starts over
+    CHECK(exit_status(diff) == 1);
+    CHECK(diff.unused_waivers.empty());
+  }
+}
+
+TEST_CASE("an impact whose capsule moved must be accepted on its own") {
+  SUBCASE("module order") {
+    TrustDiff diff = diff_case("module-reorder");
+    REQUIRE(diff.impacts.size() == 1);
+    CHECK(diff.impacts[0].caused_by.empty());
+    const std::vector<Waiver> waivers{
+        waiver_for("weakened:impact:external_auto_cuda:scaled_dot_product_attention", Date{year{2026}, month{6}, day{30}})};
+    apply_waivers(diff, waivers);
+    CHECK(exit_status(diff) == 0);
+  }
+  SUBCASE("label trap: waiving the relabel leaves the moved selection open") {
+    TrustDiff diff = diff_case("label-vs-evidence");
+    const std::vector<Waiver> waivers{
+        waiver_for("weakened:capsule:libtorch.sdpa_forward:trust", Date{year{2026}, month{6}, day{30}})};
+    apply_waivers(diff, waivers);
+    CHECK(exit_status(diff) == 1);
+    CHECK(contains(render_markdown(diff), "change = \"weakened:impact:libtorch_forward_strict:scaled_dot_product_attention\""));
+  }
+}
+
+TEST_CASE("waiver files: every key required / unknown keys and malformed ids reported at file:line:col") {
+  SUBCASE("a valid file") {
+    const auto waivers = parse_waivers(R"(schema = 1
+
+[[waiver]]
+change = "weakened:capsule:reference.relu:value"
+accepted_by = "Ada Reviewer"
+reason = "vendor relu matched the reference on the value suite"
+expires = 2026-06-30
+)",
+                                       "waivers.toml");
+    REQUIRE(waivers.has_value());
+    REQUIRE(waivers->size() == 1);
+    CHECK(waivers->front().change == "weakened:capsule:reference.relu:value");
+    CHECK(waivers->front().expires == Date{year{2026}, month{6}, day{30}});
+    CHECK(waivers->front().where.line == 4);
+  }
+  SUBCASE("an unknown key") {
+    const auto waivers = parse_waivers(R"(schema = 1
+[[waiver]]
+change = "weakened:capsule:reference.relu:value"
+acepted_by = "Ada Reviewer"
+reason = "r"
+expires = 2026-06-30
+)",
+                                       "waivers.toml");
+    REQUIRE_FALSE(waivers.has_value());
+    const Diagnostics& errors = waivers.error();
+    REQUIRE(!errors.empty());
+    CHECK(errors[0].code == DiagCode::UnknownKey);
+    CHECK(errors[0].where == SourceLoc{"waivers.toml", 4, 1});
+    CHECK(errors[0].help == "did you mean `accepted_by`?");
+    CHECK(render(errors[0]).rfind("waivers.toml:4:1: error[unknown-key]", 0) == 0);
+    // The misspelt key also leaves accepted_by missing.
+    CHECK(std::any_of(errors.begin(), errors.end(), [](const Diagnostic& d) { return d.code == DiagCode::MissingField; }));
+  }
+  SUBCASE("a missing expiry, a malformed id and a duplicate") {
+    const auto waivers = parse_waivers(R"(schema = 1
+[[waiver]]
+change = "weakened:capsule:reference.relu:value"
+accepted_by = "a"
+reason = "r"
+
+[[waiver]]
+change = "weaker:capsule:reference.relu:value"
+accepted_by = "a"
+reason = "r"
+expires = 2026-06-30
+
+[[waiver]]
+change = "weakened:impact:checked_cpu:relu"
+accepted_by = "a"
+reason = "r"
+expires = 2026-06-30
+
+[[waiver]]
+change = "weakened:impact:checked_cpu:relu"
+accepted_by = "b"
+reason = "r"
+expires = 2026-07-30
+)",
+                                       "w.toml");
+    REQUIRE_FALSE(waivers.has_value());
+    const std::string text = render(waivers.error());
+    INFO(text);
+    CHECK(contains(text, "error[missing-field]: [[waiver]] is missing `expires`"));
+    CHECK(contains(text, "w.toml:8:10: error[invalid-value]: malformed change id `weaker:capsule:reference.relu:value`"));
+    CHECK(contains(text, "w.toml:20:10: error[invalid-value]: duplicate waiver for change `weakened:impact:checked_cpu:relu`"));
+    CHECK(contains(text, "first waived at w.toml:14:10"));
+  }
+  SUBCASE("a file that cannot be read") {
+    const auto waivers = load_waivers(case_dir("no-such-waivers.toml"));
+    REQUIRE_FALSE(waivers.has_value());
+    CHECK(waivers.error()[0].code == DiagCode::IoError);
+  }
+}
+
+// ---- renderers -------------------------------------------------------------------------------------
+
+TEST_CASE("renderers: text lists ids / markdown reads as a pull-request comment / JSON carries everything") {
+  const TrustDiff diff = diff_case("evidence-weakened");
+  const std::string text = render_text(diff);
+  INFO(text);
+  CHECK(text.rfind("trust diff base -> head: 1 weakened, 0 strengthened, 1 neutral; 1 op impacted (1 weakened); 0 waived\n"
+                   "result: fails (exit 1): 2 weakened findings not waived\n",
+                   0) == 0);
+  CHECK(contains(text, "\nweakened changes:\n  weakened:capsule:reference.relu:value\n    value evidence weakened; the claim "
+                       "now rests on a trusted boundary\n    test-suite (reference.values) -> trusted-boundary (vendor relu "
+                       "kernel)\n"));
+  CHECK(contains(text, "    at catalogs/reference.toml:"));
+  CHECK(contains(text, "\nimpact on plans:\n  weakened:impact:checked_cpu:relu\n"));
+
+  const std::string markdown = render_markdown(diff);
+  INFO(markdown);
+  CHECK(markdown.rfind("### Trust diff `base` → `head`\n\n**Result: fails** (exit 1: 2 weakened findings not waived) · 1 weakened, "
+                           "0 strengthened, 1 neutral", 0) == 0);
+  CHECK(contains(markdown, "#### Weakened (1)\n\n| change | what | where |\n|---|---|---|\n| `weakened:capsule:reference.relu:value` |"));
+  CHECK(contains(markdown, "<details><summary>1 neutral change (shown, not failing)</summary>"));
+  CHECK(contains(markdown, "| `checked_cpu` | `relu` | reference.relu (checked, value test-suite, gate accepted) | "
+                           "reference.relu (checked, value trusted-boundary, gate rejected) | **weakened** |"));
+  CHECK(contains(markdown, "[[waiver]]\nchange = \"weakened:capsule:reference.relu:value\"\naccepted_by = \"\""));
+  CHECK(contains(markdown, "expires = 2026-04-15"));
+
+  const std::string json = render_json(diff);
+  INFO(json);
+  CHECK(json.rfind("{\"base\":\"base\",\"head\":\"head\",\"today\":\"2026-01-15\",\"summary\":{\"weakened\":1,", 0) == 0);
+  CHECK(contains(json, "\"exit_status\":1"));
+  CHECK(contains(json, "{\"id\":\"weakened:capsule:reference.relu:value\",\"direction\":\"weakened\",\"scope\":\"capsule\","
+                       "\"kind\":\"evidence\",\"subject\":\"reference.relu\",\"aspect\":\"value\",\"obligation\":\"value\""));
+  CHECK(contains(json, "\"after\":{\"planned\":true,\"capsule\":\"reference.relu\",\"module\":\"reference\""));
+  CHECK(contains(json, "\"gate\":\"rejected\""));
+}
+
+TEST_CASE("change ids are unique and use the documented key format") {
+  const Tree head = with_capsule(shipped(), "native_cuda.relu", [](Capsule& c) {
+    c.trust = Trust::TrustedExternal;
+    c.numerical.reduction = Reduction::ImplementationDefined;
+    c.contract(Obligation::Vjp).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor VJP", {}, {}};
+  });
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  std::vector<std::string> ids;
+  for (const Change& c : diff.changes) ids.push_back(c.id);
+  for (const Impact& row : diff.impacts) ids.push_back(row.id);
+  std::sort(ids.begin(), ids.end());
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+  CHECK(find_change(diff, "weakened:capsule:native_cuda.relu:trust") != nullptr);
+  CHECK(find_change(diff, "weakened:capsule:native_cuda.relu:vjp") != nullptr);
+  CHECK(find_change(diff, "neutral:capsule:native_cuda.relu:reduction") != nullptr);
+}
+
+// ---- git revisions ---------------------------------------------------------------------------------
+
+TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision without a checkout") {
+  const std::filesystem::path repo(CAPSULE_SOURCE_DIR);
+  // A source tarball, a machine without git, or a checkout git refuses to read (another owner)
+  // cannot answer; that is the environment, not the diff.
+  const std::string probe = "git -C '" + repo.string() + "' rev-parse --verify -q HEAD >/dev/null 2>&1";
+  if (!std::filesystem::exists(repo / ".git") || std::system(probe.c_str()) != 0) {
+    MESSAGE("no readable git checkout at " << repo.string() << "; skipped");
+    return;
+  }
+  const std::filesystem::path scratch =
+      std::filesystem::temp_directory_path() / ("capsule-diff-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(scratch);
+  const auto root = materialize_git_tree("HEAD", repo, scratch);
+  REQUIRE_MESSAGE(root.has_value(), (root ? std::string() : root.error()));
+  CHECK(std::filesystem::exists(*root / "catalogs" / "reference.toml"));
+  CHECK(std::filesystem::exists(*root / "profiles" / "checked_cpu.toml"));
+  CHECK_FALSE(std::filesystem::exists(*root / "engine"));
+  const auto tree = load_tree(*root, "HEAD", load_options());
+  REQUIRE(tree.has_value());
+  CHECK(tree->workspace.find_module("reference") != nullptr);
+  CHECK(tree->workspace.find_profile("checked_cpu") != nullptr);
+
+  const auto missing = materialize_git_tree("no-such-revision-xyz", repo, scratch / "bad");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(contains(missing.error(), "git archive of `no-such-revision-xyz` failed"));
+  const auto option = materialize_git_tree("--output=/tmp/x", repo, scratch / "bad");
+  REQUIRE_FALSE(option.has_value());
+  CHECK(contains(option.error(), "invalid git revision"));
+  std::filesystem::remove_all(scratch);
+}
+
+}  // TEST_SUITE
+
+}  // namespace capsule

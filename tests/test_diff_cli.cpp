@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule diff BASE HEAD` driven through the CLI on real before/after trees (tests/data/diff),
+// on git revisions of a scratch repository, and with a waivers file.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "capsule/text.hpp"
+#include "test_support.hpp"
+
+namespace capsule {
+namespace {
+
+testing::CliRun diff(std::string_view fixture, std::vector<std::string> extra = {}) {
+  const auto root = testing::test_data() / "diff" / fixture;
+  std::vector<std::string> args{"diff", (root / "base").string(), (root / "head").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return testing::run_cli(std::move(args));
+}
+
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_SUITE("diff") {
+  TEST_CASE("cli: value evidence weakened to a trusted boundary exits 1 and names the change") {
+    const testing::CliRun run = diff("evidence-weakened");
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "weakened:capsule:reference.relu:value"));
+    CHECK(has(run.out, "test-suite (reference.values) -> trusted-boundary"));
+    CHECK(has(run.out, "weakened:impact:checked_cpu:relu"));
+  }
+
+  TEST_CASE("cli: a relabel to checked over trusted-boundary evidence says the gate still rejects it") {
+    const testing::CliRun run = diff("label-vs-evidence");
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "libtorch.sdpa_forward"));
+    CHECK(has(run.out, "trusted-external -> checked"));
+    CHECK(has(run.out, "under `checked`"));
+    CHECK(has(run.out, "reject"));
+  }
+
+  TEST_CASE("cli: assurance widened to external exits 1 and says the profile now admits a trusted boundary") {
+    const testing::CliRun run = diff("assurance-widened");
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "checked_cpu"));
+    CHECK(has(run.out, "trusted boundary"));
+  }
+
+  TEST_CASE("cli: a module reorder lists the op whose selected capsule changes") {
+    const testing::CliRun run = diff("module-reorder");
+    CHECK(has(run.out, "scaled_dot_product_attention"));
+    CHECK(has(run.out, "->"));
+    CHECK(has(run.out, "module order"));
+  }
+
+  TEST_CASE("cli: whitespace and comment edits produce no findings and exit 0") {
+    const testing::CliRun run = diff("whitespace-only");
+    CHECK(run.status == 0);
+    CHECK(has(run.out, "no changes in meaning"));
+    const testing::CliRun markdown = diff("whitespace-only", {"--format", "markdown"});
+    CHECK(markdown.status == 0);
+    CHECK(has(markdown.out, "No changes in meaning"));
+  }
+
+  TEST_CASE("cli: markdown and json formats") {
+    const testing::CliRun markdown = diff("evidence-weakened", {"--format", "markdown"});
+    CHECK(markdown.status == 1);
+    CHECK(has(markdown.out, "### Trust diff"));
+    CHECK(has(markdown.out, "| "));
+    const testing::CliRun json = diff("evidence-weakened", {"--format", "json"});
+    CHECK(json.status == 1);
+    CHECK(json.out.front() == '{');
+    CHECK(has(json.out, "\"changes\""));
+    CHECK(has(json.out, "\"weakened:capsule:reference.relu:value\""));
+  }
+
+  TEST_CASE("cli: an accepted waiver passes the run and an expired one fails it") {
+    testing::ScratchTree tree("diff-waivers");
+    auto write_waivers = [&](std::string_view expires) {
+      tree.write("waivers.toml", str(R"(schema = 1
+
+[[waiver]]
+change = "weakened:capsule:reference.relu:value"
+accepted_by = "reviewer@example.org"
+reason = "vendor relu accepted for the demo"
+expires = )", expires, "\n"));
+      return (tree.root() / "waivers.toml").string();
+    };
+    const std::string live = write_waivers("2099-01-01");
+    const testing::CliRun waived = diff("evidence-weakened", {"--accept", live});
+    INFO(waived.out);
+    CHECK(waived.status == 0);
+    CHECK(has(waived.out, "waived"));
+    const std::string expired = write_waivers("2001-01-01");
+    const testing::CliRun lapsed = diff("evidence-weakened", {"--accept", expired});
+    CHECK(lapsed.status == 1);
+    CHECK(has(lapsed.out, "expired"));
+    tree.write("bad.toml", "schema = 1\n[[waiver]]\nchange = \"weakened:capsule:x:value\"\nacceptedby = \"me\"\n");
+    const testing::CliRun bad = diff("evidence-weakened", {"--accept", (tree.root() / "bad.toml").string()});
+    CHECK(bad.status == 2);
+    CHECK(has(bad.err, "bad.toml:4:1"));
+  }
+
+  TEST_CASE("cli: --git compares two revisions without a checkout") {
+    testing::ScratchTree tree("diff-git");
+    const std::string repo = tree.root().string();
+    auto git = [&](const std::string& command) {
+      return std::system(str("git -C '", repo, "' ", command, " >/dev/null 2>&1").c_str());
+    };
+    REQUIRE(git("init -q") == 0);
+    REQUIRE(git("-c user.name=t -c user.email=t@example.org add catalogs profiles") == 0);
+    REQUIRE(git("-c user.name=t -c user.email=t@example.org commit -q -m base") == 0);
+    tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
+                 "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
+                 "evidence = { kind = \"trusted-boundary\", reason = \"vendor relu\" } }\n");
+    REQUIRE(git("-c user.name=t -c user.email=t@example.org commit -q -am head") == 0);
+    const testing::CliRun run = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo + "/catalogs"});
+    INFO(run.err);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "trust diff HEAD~1 -> HEAD"));
+    CHECK(has(run.out, "weakened:capsule:reference.relu:value"));
+    // The working tree was not touched by reading the revisions.
+    CHECK(has(testing::read_text(tree.root() / "catalogs/reference.toml"), "vendor relu"));
+    const testing::CliRun missing = testing::run_cli({"diff", "--git", "no-such-rev", "HEAD", "--repo", repo});
+    CHECK(missing.status == 2);
+    CHECK(has(missing.err, "no-such-rev"));
+  }
+
+  TEST_CASE("cli: usage errors exit 2") {
+    CHECK(testing::run_cli({"diff"}).status == 2);
+    const testing::CliRun not_dir = testing::run_cli({"diff", "/nonexistent/base", "/nonexistent/head"});
+    CHECK(not_dir.status == 2);
+    CHECK(has(not_dir.err, "is not a directory"));
+    const testing::CliRun format = diff("whitespace-only", {"--format", "markdwon"});
+    CHECK(format.status == 2);
+    CHECK(has(format.err, "did you mean `markdown`?"));
+  }
+}
+
+}  // namespace capsule
