@@ -80,7 +80,7 @@ TEST_SUITE("catalog") {
           Reduction::ImplementationDefined);
   }
 
-  TEST_CASE("the libtorch SDPA capsule carries its trusted boundary and provenance") {
+  TEST_CASE("the libtorch SDPA capsule carries its trusted boundary") {
     const Capsule* sdpa = find(module_named("libtorch"), "libtorch.sdpa_forward");
     REQUIRE(sdpa != nullptr);
     CHECK(sdpa->trust == Trust::TrustedExternal);
@@ -88,8 +88,29 @@ TEST_SUITE("catalog") {
     CHECK(sdpa->contract(Obligation::Value).evidence.kind == EvidenceKind::TrustedBoundary);
     CHECK(sdpa->contract(Obligation::Value).evidence.reason == "LibTorch/CUDA SDPA implementation");
     CHECK(sdpa->contract(Obligation::Layout).claim.layout == Layout::LibtorchCudaView);
-    REQUIRE(sdpa->contract(Obligation::Layout).provenance.size() == 1);
-    CHECK(sdpa->contract(Obligation::Layout).provenance[0].symbol == "libtorch_sdpa_forward");
+  }
+
+  TEST_CASE("provenance entries load with the positions of their path and symbol") {
+    const std::string text = std::string(capsule::testing::kCatalogHead) +
+                             "[[capsule]]\nname = \"inline.relu\"\nop = \"relu\"\n"
+                             "contracts.value = { claim = \"value-refinement\", evidence = { kind = \"test-suite\", "
+                             "name = \"inline.values\" }, provenance = [{ path = \"src/relu.cpp\", symbol = \"relu_forward\", "
+                             "build_target = \"relu\" }] }\n";
+    Diagnostics diagnostics;
+    auto module = parse_catalog(text, "provenance.toml", LoadOptions{}, diagnostics);
+    INFO(render(diagnostics));
+    REQUIRE(module.has_value());
+    const Capsule& relu = module->capsules.at(0);
+    REQUIRE(relu.contract(Obligation::Value).provenance.size() == 1);
+    CHECK(relu.contract(Obligation::Value).provenance[0] == Provenance{"src/relu.cpp", "relu_forward", "relu"});
+    const ContractSites& sites = relu.sites[static_cast<std::size_t>(Obligation::Value)];
+    REQUIRE(sites.provenance.size() == 1);
+    CHECK(sites.provenance[0].path.line == 17);
+    CHECK(sites.provenance[0].symbol.line == 17);
+    CHECK(sites.provenance[0].symbol.column > sites.provenance[0].path.column);
+    CHECK(sites.evidence.line == 17);
+    // Evidence from [defaults] points into [defaults].
+    CHECK(relu.sites[static_cast<std::size_t>(Obligation::Vjp)].evidence.line == 13);
   }
 
   TEST_CASE("each module records its file and the SHA-256 of its bytes") {
@@ -144,7 +165,7 @@ TEST_SUITE("catalog") {
     std::vector<DiagCode> codes;
     for (const Diagnostic& d : diagnostics) codes.push_back(d.code);
     // Missing reason, misfiled shape claim, layout claim without a layout, vjp mode mismatch.
-    CHECK(codes == std::vector<DiagCode>{DiagCode::MissingField, DiagCode::MisalignedContract,
+    CHECK(codes == std::vector<DiagCode>{DiagCode::MissingTrustReason, DiagCode::MisalignedContract,
                                          DiagCode::MissingField, DiagCode::MisalignedContract});
   }
 
@@ -186,7 +207,7 @@ TEST_SUITE("catalog") {
     Diagnostics diagnostics;
     CHECK_FALSE(parse_catalog(text, "reason.toml", LoadOptions{}, diagnostics).has_value());
     REQUIRE(diagnostics.size() == 1);
-    CHECK(diagnostics[0].code == DiagCode::MissingField);
+    CHECK(diagnostics[0].code == DiagCode::MissingTrustReason);
     CHECK(diagnostics[0].message.find("is missing `reason`") != std::string::npos);
   }
 

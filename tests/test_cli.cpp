@@ -52,7 +52,9 @@ TEST_SUITE("cli") {
   TEST_CASE("lint passes over the shipped catalogs and profiles") {
     const CliRun run = cli({"lint"});
     CHECK(run.status == 0);
-    CHECK(run.out == "lint: 4 modules, 111 capsules, 14 profiles: 0 errors, 0 warnings\n");
+    // Warnings and notes only: the CUDA, attention and LibTorch capsules have no handler in this
+    // build (tests/test_lint.cpp checks them).
+    CHECK(run.out.ends_with("lint: 4 modules, 111 capsules, 14 profiles: 0 errors, 3 warnings, 3 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -67,7 +69,7 @@ TEST_SUITE("cli") {
     const std::string expected_position = (dir / "catalogs/misfiled.toml").string() + ":22:19: error[misaligned-contract]: ";
     CHECK_MESSAGE(run.out.find(expected_position) != std::string::npos, run.out);
     CHECK(run.out.find("value-refinement claim in its shape contract") != std::string::npos);
-    CHECK(run.out.find("1 errors, 0 warnings") != std::string::npos);
+    CHECK(run.out.find(": 1 errors, ") != std::string::npos);
 
     const CliRun github = capsule::testing::run_cli({"lint", "--format", "github", "--catalogs",
                                                      (dir / "catalogs").string(), "--profiles", (dir / "profiles").string()});
@@ -264,7 +266,8 @@ TEST_SUITE("cli") {
                                         (dir / "profiles").string()};
     const CliRun lapsed = capsule::testing::run_cli(args, env);
     CHECK(lapsed.status == 1);
-    CHECK(lapsed.out.find("warning[expired-trust]: trust in capsule `vendor.relu` expired on 2026-12-31") !=
+    // A warning when loading for a plan, an error under lint: lapsed trust fails CI.
+    CHECK(lapsed.out.find("error[expired-trust]: trust in capsule `vendor.relu` expired on 2026-12-31") !=
           std::string::npos);
     env.today = "2026-12-31";
     CHECK(capsule::testing::run_cli(args, env).status == 0);

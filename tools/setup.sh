@@ -6,6 +6,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake make g++ clang libclang-rt-14-dev ccache
           libtomlplusplus-dev libboost-program-options-dev doctest-dev libbenchmark-dev)
+# Node.js runs the schema checks (tools/schema-check, CTest label `schemas`); any node >= 18 on
+# PATH will do, Debian's otherwise.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -16,6 +21,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The schema checker's pinned npm packages, reinstalled only when package-lock.json changed.
+lock=tools/schema-check/package-lock.json
+stamp=tools/schema-check/node_modules/.capsule-lock-sha256
+want=$(sha256sum "$lock" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "capsule setup: npm ci --prefix tools/schema-check"
+  npm ci --prefix tools/schema-check --no-audit --no-fund --loglevel=error >/dev/null
+  echo "$want" > "$stamp"
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

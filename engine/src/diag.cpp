@@ -13,7 +13,12 @@ static_assert(detail::table_is_dense(kDiagCodeNames), "kDiagCodeNames must list 
 std::string_view to_string(DiagCode code) { return kDiagCodeNames[static_cast<std::size_t>(code)].second; }
 
 std::string_view to_string(Severity severity) {
-  return severity == Severity::Error ? "error" : "warning";
+  switch (severity) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+  }
+  return "error";
 }
 
 std::ostream& operator<<(std::ostream& out, const SourceLoc& where) {

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/diag_format.hpp"
 
-#include <set>
+#include <algorithm>
+#include <array>
 
 #include "capsule/json.hpp"
+#include "capsule/lint.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string full_message(const Diagnostic& d) {
   std::string out = d.message;
@@ -30,16 +34,148 @@ std::string github_escape(std::string_view text, bool property) {
   return out;
 }
 
+/// Percent-encodes everything but RFC 3986 unreserved characters and `/`, so a path becomes a
+/// valid URI reference (a `:` in a first relative segment would otherwise read as a scheme).
+std::string uri_path(std::string_view path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '.' || c == '_' || c == '~' || c == '/';
+    if (unreserved) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    }
+  }
+  return out;
+}
+
+fs::path absolute_normal(const fs::path& path) {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(path, error);
+  return (error ? path : absolute).lexically_normal();
+}
+
+/// `file` relative to `root` (generic separators), or empty when it lies outside.
+std::string under_root(const std::string& file, const fs::path& root) {
+  if (root.empty() || file.empty()) return {};
+  const fs::path relative = absolute_normal(file).lexically_relative(absolute_normal(root));
+  if (relative.empty() || *relative.begin() == "..") return {};
+  return relative.generic_string();
+}
+
+std::string_view sarif_level(Severity severity) {
+  switch (severity) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+  }
+  return "error";
+}
+
+std::string_view github_command(Severity severity) {
+  switch (severity) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "notice";
+  }
+  return "error";
+}
+
+std::string sarif(const Diagnostics& diagnostics, const std::string& tool_version, const fs::path& root) {
+  // Every lint rule, then any other code used, so a rule's index is stable across runs.
+  std::vector<DiagCode> rules;
+  for (const LintRule& rule : kLintRules) rules.push_back(rule.code);
+  for (const Diagnostic& d : diagnostics) {
+    if (std::find(rules.begin(), rules.end(), d.code) == rules.end()) rules.push_back(d.code);
+  }
+  JsonWriter json;
+  json.begin_object()
+      .field("$schema", "https://json.schemastore.org/sarif-2.1.0.json")
+      .field("version", "2.1.0")
+      .key("runs")
+      .begin_array()
+      .begin_object()
+      .key("tool")
+      .begin_object()
+      .key("driver")
+      .begin_object()
+      .field("name", "capsule")
+      .field("version", tool_version)
+      .key("rules")
+      .begin_array();
+  for (const DiagCode code : rules) {
+    const LintRule* rule = find_lint_rule(code);
+    json.begin_object()
+        .field("id", to_string(code))
+        .key("shortDescription")
+        .begin_object()
+        .field("text", rule != nullptr ? rule->checks : str("capsule diagnostic ", to_string(code)))
+        .end_object()
+        .key("defaultConfiguration")
+        .begin_object()
+        .field("level", sarif_level(rule != nullptr ? rule->severity : Severity::Error))
+        .end_object()
+        .end_object();
+  }
+  json.end_array().end_object().end_object();
+  if (!root.empty()) {
+    std::string root_uri = "file://" + uri_path(absolute_normal(root).generic_string());
+    if (!root_uri.ends_with('/')) root_uri += '/';
+    json.key("originalUriBaseIds").begin_object().key("PROJECTROOT").begin_object().field("uri", root_uri)
+        .end_object().end_object();
+  }
+  json.key("results").begin_array();
+  for (const Diagnostic& d : diagnostics) {
+    const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
+    json.begin_object()
+        .field("ruleId", to_string(d.code))
+        .field("ruleIndex", static_cast<std::int64_t>(index))
+        .field("level", sarif_level(d.severity))
+        .key("message")
+        .begin_object()
+        .field("text", full_message(d))
+        .end_object();
+    if (!d.where.file.empty()) {
+      json.key("locations").begin_array().begin_object().key("physicalLocation").begin_object()
+          .key("artifactLocation").begin_object();
+      if (const std::string relative = under_root(d.where.file, root); !relative.empty()) {
+        json.field("uri", uri_path(relative)).field("uriBaseId", "PROJECTROOT");
+      } else {
+        json.field("uri", "file://" + uri_path(absolute_normal(d.where.file).generic_string()));
+      }
+      json.end_object();
+      if (d.where.line != 0) {
+        json.key("region").begin_object()
+            .field("startLine", static_cast<std::int64_t>(d.where.line))
+            .field("startColumn", static_cast<std::int64_t>(d.where.column == 0 ? 1 : d.where.column))
+            .end_object();
+      }
+      json.end_object().end_object().end_array();
+    }
+    json.end_object();
+  }
+  json.end_array().end_object().end_array().end_object();
+  return json.str() + "\n";
+}
+
 }  // namespace
 
-std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version) {
+std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version,
+                               const fs::path& root) {
   switch (format) {
     case DiagFormat::Text:
       return render(diagnostics);
     case DiagFormat::Json: {
       JsonWriter json;
       json.begin_object().key("diagnostics").begin_array();
+      std::array<std::int64_t, 3> counts{};  // indexed by Severity
       for (const Diagnostic& d : diagnostics) {
+        ++counts[static_cast<std::size_t>(d.severity)];
         json.begin_object()
             .field("severity", to_string(d.severity))
             .field("code", to_string(d.code))
@@ -52,69 +188,26 @@ std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format
             .end_object();
       }
       json.end_array();
-      std::int64_t errors = 0;
-      for (const Diagnostic& d : diagnostics) errors += d.severity == Severity::Error ? 1 : 0;
-      json.field("errors", errors).field("warnings", static_cast<std::int64_t>(diagnostics.size()) - errors);
+      json.field("errors", counts[static_cast<std::size_t>(Severity::Error)])
+          .field("warnings", counts[static_cast<std::size_t>(Severity::Warning)])
+          .field("notes", counts[static_cast<std::size_t>(Severity::Note)]);
       json.end_object();
       return json.str() + "\n";
     }
-    case DiagFormat::Sarif: {
-      JsonWriter json;
-      json.begin_object()
-          .field("$schema", "https://json.schemastore.org/sarif-2.1.0.json")
-          .field("version", "2.1.0")
-          .key("runs")
-          .begin_array()
-          .begin_object()
-          .key("tool")
-          .begin_object()
-          .key("driver")
-          .begin_object()
-          .field("name", "capsule")
-          .field("version", tool_version)
-          .key("rules")
-          .begin_array();
-      std::set<DiagCode> used;
-      for (const Diagnostic& d : diagnostics) used.insert(d.code);
-      for (const DiagCode code : used) {
-        json.begin_object().field("id", to_string(code)).key("shortDescription").begin_object()
-            .field("text", str("capsule diagnostic ", to_string(code))).end_object().end_object();
-      }
-      json.end_array().end_object().end_object();
-      json.key("results").begin_array();
-      for (const Diagnostic& d : diagnostics) {
-        json.begin_object()
-            .field("ruleId", to_string(d.code))
-            .field("level", d.severity == Severity::Error ? "error" : "warning")
-            .key("message")
-            .begin_object()
-            .field("text", full_message(d))
-            .end_object();
-        if (!d.where.file.empty()) {
-          json.key("locations").begin_array().begin_object().key("physicalLocation").begin_object()
-              .key("artifactLocation").begin_object().field("uri", d.where.file).end_object();
-          if (d.where.line != 0) {
-            json.key("region").begin_object()
-                .field("startLine", static_cast<std::int64_t>(d.where.line))
-                .field("startColumn", static_cast<std::int64_t>(d.where.column == 0 ? 1 : d.where.column))
-                .end_object();
-          }
-          json.end_object().end_object().end_array();
-        }
-        json.end_object();
-      }
-      json.end_array().end_object().end_array().end_object();
-      return json.str() + "\n";
-    }
+    case DiagFormat::Sarif:
+      return sarif(diagnostics, tool_version, root);
     case DiagFormat::Github: {
       std::string out;
       for (const Diagnostic& d : diagnostics) {
-        out += d.severity == Severity::Error ? "::error " : "::warning ";
+        out += str("::", github_command(d.severity), " ");
         std::vector<std::string> properties;
-        if (!d.where.file.empty()) properties.push_back("file=" + github_escape(d.where.file, true));
+        if (!d.where.file.empty()) {
+          const std::string relative = under_root(d.where.file, root);
+          properties.push_back("file=" + github_escape(relative.empty() ? d.where.file : relative, true));
+        }
         if (d.where.line != 0) {
           properties.push_back(str("line=", d.where.line));
-          properties.push_back(str("col=", d.where.column));
+          properties.push_back(str("col=", d.where.column == 0 ? 1 : d.where.column));
         }
         properties.push_back("title=" + github_escape(str("capsule ", to_string(d.code)), true));
         out += join(properties, ",") + "::" + github_escape(full_message(d), false) + "\n";

@@ -32,6 +32,7 @@ struct PartialContract {
   std::optional<Evidence> evidence;
   SourceLoc evidence_where;
   SourceLoc expires_where;
+  ContractSites sites;  ///< evidence name and provenance positions, kept for lint
   std::vector<Provenance> provenance;
 };
 
@@ -52,6 +53,8 @@ struct PartialCapsule {
   std::optional<Located<Date>> expires;
   std::array<std::optional<PartialContract>, 4> contracts;
 };
+
+FilePos file_pos(const SourceLoc& where) { return FilePos{where.line, where.column}; }
 
 constexpr std::array<std::string_view, 4> kContractKeys{"shape", "layout", "value", "vjp"};
 constexpr std::array<std::string_view, 4> kContractFields{"contracts.shape", "contracts.layout", "contracts.value",
@@ -86,7 +89,8 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
     ok = false;
   }
   if (*kind == EvidenceKind::TrustedBoundary && evidence.reason.empty()) {
-    fields.missing("reason", "a trusted boundary says why the code is trusted");
+    context.error(DiagCode::MissingTrustReason, fields.where(),
+                  "trusted-boundary evidence is missing `reason` (a trusted boundary says why the code is trusted)");
     ok = false;
   }
   const auto misplaced = [&](std::string_view key, bool allowed) {
@@ -124,6 +128,8 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
   if (const toml::node* evidence = fields.node("evidence")) {
     contract.evidence_where = context.at(*evidence);
     contract.evidence = parse_evidence(context, *evidence, contract.expires_where);
+    const toml::node* named = evidence->as_table() != nullptr ? evidence->as_table()->get("name") : nullptr;
+    contract.sites.evidence = file_pos(context.at(named != nullptr ? *named : *evidence));
   }
   if (const toml::array* provenance = fields.array("provenance")) {
     for (const toml::node& entry : *provenance) {
@@ -141,6 +147,10 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
       item.build_target = ref.string("build_target").value_or("");
       if (item.path.empty()) ref.missing("path", "the file that holds the code");
       if (item.symbol.empty()) ref.missing("symbol", "the symbol in that file");
+      const toml::node* path = ref.node("path");
+      const toml::node* symbol = ref.node("symbol");
+      contract.sites.provenance.push_back(
+          {file_pos(context.at(path != nullptr ? *path : entry)), file_pos(context.at(symbol != nullptr ? *symbol : entry))});
       contract.provenance.push_back(std::move(item));
     }
   }
@@ -306,7 +316,7 @@ struct Finisher {
 
     if (trust && capsule.trust == Trust::TrustedExternal) {
       if (capsule.trust_record.reason.empty()) {
-        context.error(DiagCode::MissingField, own.where,
+        context.error(DiagCode::MissingTrustReason, own.where,
                       str("trusted-external capsule `", capsule.name,
                           "` is missing `reason` (say why its code is trusted)"));
         ok = false;
@@ -339,6 +349,7 @@ struct Finisher {
       descriptor.summary = partial.summary;
       descriptor.evidence = *partial.evidence;
       descriptor.provenance = partial.provenance;
+      capsule.sites[static_cast<std::size_t>(obligation)] = partial.sites;
       if (descriptor.claim.kind == ClaimKind::LayoutCompatibility) {
         if (!partial.layout) {
           context.error(DiagCode::MissingField, partial.where,

@@ -185,13 +185,13 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
     }
   }
   if (!context.failed() && !profile.availability.devices.contains(profile.policy.device)) {
-    context.report(Severity::Warning, DiagCode::InvalidValue, profile.where,
+    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
                    str("profile `", profile.name, "` plans for device `", to_string(profile.policy.device),
                        "`, which its own availability does not declare; every plan will fail"),
                    "add the device to [availability] devices, or the accelerator to [target]");
   }
   if (!context.failed() && profile.policy.assurance.trust.empty()) {
-    context.report(Severity::Warning, DiagCode::InvalidValue, profile.where,
+    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
                    str("profile `", profile.name, "` admits no trust level; every plan will fail"));
   }
   complete = !context.failed();

@@ -73,8 +73,25 @@ struct TrustRecord {
   friend bool operator==(const TrustRecord&, const TrustRecord&) = default;
 };
 
+/// A line and column in the file that declares a capsule; 0 when unknown (built in code).
+struct FilePos {
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+};
+
+/// Where one contract's evidence and provenance were written (in the capsule's own file, perhaps
+/// in its [defaults]), so lint can point at the very value it questions.
+struct ContractSites {
+  struct ProvenanceSite {
+    FilePos path;
+    FilePos symbol;
+  };
+  FilePos evidence;                        ///< the evidence's `name` value, else its table
+  std::vector<ProvenanceSite> provenance;  ///< one per provenance entry, in order
+};
+
 /// One implementation of one op (TorchLean's KernelCapsule). Equality is structural over every
-/// field that carries meaning; `where` (the declaring file position) is deliberately excluded so
+/// field that carries meaning; `where` and `sites` (file positions) are deliberately excluded so
 /// the same declaration loaded from two files compares equal (grouping, §5.3).
 struct Capsule {
   std::string name;
@@ -89,6 +106,7 @@ struct Capsule {
   NumericalPolicy numerical;
   TrustRecord trust_record;
   SourceLoc where;  ///< declaration site; not part of equality
+  std::array<ContractSites, 4> sites;  ///< positions inside the contracts; not part of equality
 
   const ContractDescriptor& contract(Obligation obligation) const {
     return contracts[static_cast<std::size_t>(obligation)];

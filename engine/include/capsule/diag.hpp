@@ -29,16 +29,27 @@ enum class DiagCode : std::uint8_t {
   DuplicateIdentity,   // two capsules share (name, op, provider, device)
   DuplicateProfile,    // two profile files declare the same profile name
   MisalignedContract,  // a contract's claim is not the obligation of its field (§3.1)
+  MissingTrustReason,  // a trusted-external capsule or trusted-boundary evidence without `reason`
   ExpiredTrust,        // a trusted boundary or trusted-external capsule is past `expires`
+  UnplannableProfile,  // a profile that loads but can plan nothing (device not available, no trust)
   UnknownModule,       // a profile names a module no catalog declares
   UnknownProfile,      // a profile name that was not loaded
   InvalidGraph,        // graph ids not unique, inputs not earlier nodes, unknown node kind
+  // Evidence integrity, checked by `capsule lint` against this build (capsule/lint.hpp).
+  UnknownTestSuite,         // test-suite evidence names no suite in the build's manifest
+  UnknownRuntimeGuard,      // runtime-guard evidence names no guard of the capsule's handler
+  MissingProvenanceFile,    // a provenance path that does not exist under the source root
+  MissingProvenanceSymbol,  // a provenance symbol that does not occur in its file
+  NoTestSuiteManifest,      // no manifest of test suites was found, so suites go unchecked
+  NoCompiledHandler,        // a capsule no handler of this build can run
+  UnverifiableEvidence,     // evidence of such a capsule that this build cannot check
+  UnlistedHandler,          // a compiled handler that no loaded capsule mentions
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 19> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 29> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -51,10 +62,20 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 19> kDiagCode
     {DiagCode::DuplicateIdentity, "duplicate-identity"},
     {DiagCode::DuplicateProfile, "duplicate-profile"},
     {DiagCode::MisalignedContract, "misaligned-contract"},
+    {DiagCode::MissingTrustReason, "missing-trust-reason"},
     {DiagCode::ExpiredTrust, "expired-trust"},
+    {DiagCode::UnplannableProfile, "unplannable-profile"},
     {DiagCode::UnknownModule, "unknown-module"},
     {DiagCode::UnknownProfile, "unknown-profile"},
     {DiagCode::InvalidGraph, "invalid-graph"},
+    {DiagCode::UnknownTestSuite, "unknown-test-suite"},
+    {DiagCode::UnknownRuntimeGuard, "unknown-runtime-guard"},
+    {DiagCode::MissingProvenanceFile, "missing-provenance-file"},
+    {DiagCode::MissingProvenanceSymbol, "missing-provenance-symbol"},
+    {DiagCode::NoTestSuiteManifest, "no-test-suite-manifest"},
+    {DiagCode::NoCompiledHandler, "no-compiled-handler"},
+    {DiagCode::UnverifiableEvidence, "unverifiable-evidence"},
+    {DiagCode::UnlistedHandler, "unlisted-handler"},
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},
@@ -62,7 +83,9 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 19> kDiagCode
 
 std::string_view to_string(DiagCode code);
 
-enum class Severity : std::uint8_t { Error, Warning };
+/// Error fails the command; a warning is shown and does not; a note is information (lint's
+/// "cannot check this here"). `capsule lint --deny` can raise any of them to an error.
+enum class Severity : std::uint8_t { Error, Warning, Note };
 
 std::string_view to_string(Severity severity);
 

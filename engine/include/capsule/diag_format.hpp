@@ -3,6 +3,7 @@
 // (code-scanning views) and GitHub workflow-command annotations.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "capsule/diag.hpp"
@@ -12,8 +13,17 @@ namespace capsule {
 /// `capsule lint --format` values.
 enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 
-/// Renders `diagnostics`: GCC-style text; JSON `{"diagnostics": [...], "errors", "warnings"}`;
-/// one SARIF 2.1.0 run with a rule per code used; or `::error file=…,line=…,col=…::` commands.
-std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version);
+/// Renders `diagnostics`:
+/// - text: `file:line:col: severity[rule]: message`, then indented `note:` and `help:` lines;
+/// - JSON: `{"diagnostics": [{severity, code, file, line, column, message, notes, help}],
+///   "errors", "warnings", "notes"}`;
+/// - SARIF 2.1.0: one run whose driver lists every lint rule (capsule/lint.hpp) with its default
+///   level, and one result per diagnostic;
+/// - GitHub: one `::error|warning|notice file=…,line=…,col=…,title=capsule RULE::message` command
+///   per diagnostic, with `%`, CR, LF (and `,`/`:` in properties) escaped.
+/// `root` is the project root: SARIF names files under it relative to the base id `PROJECTROOT`
+/// and GitHub names them relative to it (as annotations need); other files keep absolute paths.
+std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version,
+                               const std::filesystem::path& root = {});
 
 }  // namespace capsule

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule lint` beyond loading. Evidence is not a label: a test-suite name must be a suite this
+// build has, a runtime guard must be one the capsule's compiled handler declares, and provenance
+// must name a real file that holds its symbol. This header holds every lint rule (a stable id,
+// which is a diagnostic code, and a default severity), those evidence-integrity checks, and the
+// `--deny`/`--allow` overrides CI uses. The engine includes no handler header: callers describe
+// their compiled handlers as `LintHandler` values.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/diag.hpp"
+#include "capsule/load.hpp"
+#include "capsule/result.hpp"
+#include "capsule/vocab.hpp"
+
+namespace capsule {
+
+/// How `capsule lint` treats one diagnostic code.
+struct LintRule {
+  DiagCode code;
+  Severity severity;  ///< default severity under lint (the loaders may report it more mildly)
+  /// As an error, the rule keeps its file or profile out of every other command, so `--allow`
+  /// may not silence it: a green lint would promise plans that then refuse to load.
+  bool blocks_loading;
+  std::string_view checks;  ///< one line: what the rule checks (help, SARIF, docs/decisions.md)
+};
+
+/// Every rule lint can report, in the order docs/decisions.md lists them.
+inline constexpr std::array<LintRule, 24> kLintRules{{
+    {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
+    {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
+    {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
+    {DiagCode::UnknownKey, Severity::Error, true, "every key is one the format defines"},
+    {DiagCode::WrongType, Severity::Error, true, "every key holds the TOML type the format expects"},
+    {DiagCode::UnknownSpelling, Severity::Error, true,
+     "devices, providers, ops and other vocabulary are spelled as in SPEC §3"},
+    {DiagCode::MissingField, Severity::Error, true, "required keys are present once [defaults] are applied"},
+    {DiagCode::InvalidValue, Severity::Error, true, "well-typed values obey their rules (non-empty names, ...)"},
+    {DiagCode::DuplicateModule, Severity::Error, true, "module names are unique across the loaded catalogs"},
+    {DiagCode::DuplicateIdentity, Severity::Error, true,
+     "no two capsules a profile combines share name, op, provider and device"},
+    {DiagCode::DuplicateProfile, Severity::Error, true, "profile names are unique"},
+    {DiagCode::MisalignedContract, Severity::Error, true,
+     "each contract's claim is the obligation of its field (§3.1)"},
+    {DiagCode::MissingTrustReason, Severity::Error, true,
+     "trusted-external capsules and trusted-boundary evidence say why (`reason`)"},
+    {DiagCode::ExpiredTrust, Severity::Error, false,
+     "trusted-external capsules and trusted boundaries are not past `expires`"},
+    {DiagCode::UnplannableProfile, Severity::Error, false,
+     "a profile's own availability and assurance let it plan something"},
+    {DiagCode::UnknownModule, Severity::Error, true, "every module a profile lists is loaded"},
+    {DiagCode::UnknownTestSuite, Severity::Error, false,
+     "test-suite evidence of a capsule with a compiled handler names a suite of this build"},
+    {DiagCode::UnknownRuntimeGuard, Severity::Error, false,
+     "runtime-guard evidence names a guard the capsule's compiled handler declares"},
+    {DiagCode::MissingProvenanceFile, Severity::Error, false, "every provenance path exists under the source root"},
+    {DiagCode::MissingProvenanceSymbol, Severity::Error, false,
+     "every provenance symbol occurs, as a whole word, in its file"},
+    {DiagCode::NoTestSuiteManifest, Severity::Warning, false, "the build's manifest of test suites was found"},
+    {DiagCode::NoCompiledHandler, Severity::Warning, false, "every capsule has a compiled handler in this build"},
+    {DiagCode::UnverifiableEvidence, Severity::Note, false,
+     "evidence of capsules without a handler that this build cannot check"},
+    {DiagCode::UnlistedHandler, Severity::Warning, false, "every compiled handler is mentioned by a loaded capsule"},
+}};
+
+/// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
+const LintRule* find_lint_rule(DiagCode code);
+/// The rule whose id (the code's kebab-case name) is `id`, or nullptr.
+const LintRule* find_lint_rule(std::string_view id);
+
+/// A compiled handler as lint sees it: the key it registers under and the guards it declares.
+struct LintHandler {
+  std::string name;
+  Op op = Op::Custom;
+  Provider provider = Provider::Reference;
+  Device device = Device::Cpu;
+  std::vector<std::string> guards;
+  SourceLoc where;  ///< registration site, when known
+};
+
+/// The doctest suites of this build, as the build's manifest lists them.
+struct TestSuiteManifest {
+  std::string path;
+  std::vector<std::string> suites;  ///< sorted, unique
+
+  bool contains(std::string_view suite) const;
+};
+
+/// Reads a manifest: one suite name per line; blank lines and lines starting with `#` are
+/// skipped. An unreadable file is an io-error diagnostic.
+Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const std::filesystem::path& file);
+
+struct EvidenceCheckInputs {
+  std::vector<LintHandler> handlers;  ///< every compiled handler of this build
+  /// The build's test suites; without one, a single no-test-suite-manifest warning replaces the
+  /// suite checks.
+  std::optional<TestSuiteManifest> suites;
+  std::vector<std::string> manifest_searched;  ///< where a manifest was looked for (for that warning)
+  /// The directory provenance paths are relative to. Unset: the directory above each catalog's
+  /// own directory (the project root for `catalogs/x.toml`).
+  std::optional<std::filesystem::path> source_root;
+};
+
+/// The evidence-integrity findings for every loaded capsule: the workspace's modules and the
+/// modules profiles prepend through `with_catalogs`. A capsule whose (op, provider, device) has
+/// no compiled handler cannot have its guards checked, nor suites the manifest lacks (they may
+/// belong to a provider this build leaves out); such capsules give one no-compiled-handler
+/// warning and one unverifiable-evidence note per module instead of errors. Evidence written
+/// once in [defaults] is reported once, with the other capsules that share it in a note.
+Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
+
+/// `--deny RULE`, `--allow RULE` and `--deny warnings`.
+struct RuleOverrides {
+  std::vector<DiagCode> deny;
+  std::vector<DiagCode> allow;  ///< never a rule that blocks loading
+  bool deny_warnings = false;
+};
+
+/// Gives every diagnostic its rule's lint severity, then drops allowed rules (an allowed rule
+/// wins over `--deny warnings`) and raises denied rules, and with `deny_warnings` every warning,
+/// to errors.
+Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overrides);
+
+}  // namespace capsule

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: Apache-2.0
+// Evidence integrity for `capsule lint` and its rule overrides (see capsule/lint.hpp).
+#include "capsule/lint.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "capsule/text.hpp"
+
+namespace capsule {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Long lists in notes stop after this many names; the count says how many more there are.
+constexpr std::size_t kListedNames = 8;
+
+std::string quoted_list(const std::vector<std::string>& names, std::size_t limit = kListedNames) {
+  std::vector<std::string> shown;
+  for (std::size_t i = 0; i < names.size() && i < limit; ++i) shown.push_back(str("`", names[i], "`"));
+  std::string out = join(shown, ", ");
+  if (names.size() > limit) out += str(" and ", names.size() - limit, " more");
+  return out;
+}
+
+std::string_view obligation_name(std::size_t index) { return to_string(static_cast<Obligation>(index)); }
+
+SourceLoc site(const Capsule& capsule, FilePos pos) {
+  if (pos.line == 0) return capsule.where;
+  return SourceLoc{capsule.where.file, pos.line, pos.column};
+}
+
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/// Whether `symbol` occurs in `text` as a whole word: `sdpa_forward` is not found inside
+/// `libtorch_sdpa_forward_impl`, so a provenance entry cannot be satisfied by a longer name.
+bool occurs_as_word(std::string_view text, std::string_view symbol) {
+  if (symbol.empty()) return false;
+  for (std::size_t at = text.find(symbol); at != std::string_view::npos; at = text.find(symbol, at + 1)) {
+    const bool starts = at == 0 || !identifier_char(text[at - 1]) || !identifier_char(symbol.front());
+    const std::size_t end = at + symbol.size();
+    const bool ends = end == text.size() || !identifier_char(text[end]) || !identifier_char(symbol.back());
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+/// A provenance file, read once however many contracts name it.
+struct ScannedFile {
+  bool readable = false;
+  std::string text;
+  std::vector<std::string> identifiers;  ///< filled on first use, for "did you mean"
+  bool identifiers_ready = false;
+};
+
+/// One evidence finding that several capsules may share (evidence written once in [defaults]).
+struct SharedFinding {
+  std::size_t index;                ///< into the output
+  std::vector<std::string> others;  ///< capsules after the first that carry the same evidence
+};
+
+/// Capsules of one module that no compiled handler can run, with what lint could not check.
+struct Unhandled {
+  std::vector<const Capsule*> capsules;
+  std::set<std::string> guards;
+  std::set<std::string> suites;  ///< named suites the manifest lacks
+  std::set<std::string> keys;    ///< "provider/device" pairs, for the note
+};
+
+class EvidenceChecker {
+ public:
+  EvidenceChecker(const EvidenceCheckInputs& inputs, Diagnostics& out) : inputs_(inputs), out_(out) {
+    if (inputs_.suites) {
+      for (const std::string& suite : inputs_.suites->suites) suite_names_.push_back(suite);
+    }
+  }
+
+  void module(const CapsuleModule& module) {
+    Unhandled unhandled;
+    for (const Capsule& capsule : module.capsules) {
+      const LintHandler* handler = find_handler(capsule);
+      for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+        const Evidence& evidence = capsule.contracts[i].evidence;
+        if (evidence.kind == EvidenceKind::RuntimeGuard) {
+          if (handler != nullptr) guard(capsule, i, *handler);
+          else unhandled.guards.insert(evidence.name);
+        } else if (evidence.kind == EvidenceKind::TestSuite && inputs_.suites) {
+          if (inputs_.suites->contains(evidence.name)) continue;
+          if (handler != nullptr) suite(capsule, i);
+          else unhandled.suites.insert(evidence.name);
+        }
+      }
+      provenance(module, capsule);
+      if (handler == nullptr) {
+        unhandled.capsules.push_back(&capsule);
+        unhandled.keys.insert(str(to_string(capsule.provider), "/", to_string(capsule.device)));
+      }
+    }
+    report_unhandled(module, unhandled);
+  }
+
+  /// Compiled handlers whose (op, provider, device) no loaded capsule has, one warning per
+  /// provider and device.
+  void unlisted_handlers(const std::vector<const CapsuleModule*>& modules) {
+    std::set<std::tuple<Op, Provider, Device>> mentioned;
+    for (const CapsuleModule* module : modules) {
+      for (const Capsule& c : module->capsules) mentioned.insert({c.op, c.provider, c.device});
+    }
+    std::map<std::pair<Provider, Device>, std::vector<const LintHandler*>> groups;
+    std::vector<std::pair<Provider, Device>> order;
+    for (const LintHandler& handler : inputs_.handlers) {
+      if (mentioned.count({handler.op, handler.provider, handler.device}) != 0) continue;
+      const auto key = std::make_pair(handler.provider, handler.device);
+      if (groups[key].empty()) order.push_back(key);
+      groups[key].push_back(&handler);
+    }
+    for (const auto& key : order) {
+      const std::vector<const LintHandler*>& list = groups[key];
+      const LintHandler& first = *list.front();
+      if (list.size() == 1) {
+        add(DiagCode::UnlistedHandler, first.where,
+            str("compiled handler `", first.name, "` (", to_string(first.op), ", ", to_string(first.provider), "/",
+                to_string(first.device), ") is not mentioned by any loaded capsule, so no plan can select it"),
+            {}, "add a capsule for it to a catalog, or stop registering the handler");
+        continue;
+      }
+      std::vector<std::string> ops;
+      for (const LintHandler* h : list) ops.emplace_back(to_string(h->op));
+      add(DiagCode::UnlistedHandler, first.where,
+          str(list.size(), " compiled handlers for ", to_string(key.first), "/", to_string(key.second),
+              " are not mentioned by any loaded capsule, so no plan can select them"),
+          {str("ops: ", quoted_list(ops, ops.size()))},
+          "add capsules for them to a catalog, or load the catalog that has them");
+    }
+  }
+
+  void finish() {
+    for (const auto& item : shared_) {
+      const SharedFinding& finding = item.second;
+      if (finding.others.empty()) continue;
+      out_[finding.index].notes.push_back(str("the same evidence backs ", finding.others.size(), " more capsule",
+                                              finding.others.size() == 1 ? "" : "s", ": ",
+                                              quoted_list(finding.others)));
+    }
+  }
+
+ private:
+  const LintHandler* find_handler(const Capsule& capsule) const {
+    for (const LintHandler& handler : inputs_.handlers) {
+      if (handler.op == capsule.op && handler.provider == capsule.provider && handler.device == capsule.device) {
+        return &handler;
+      }
+    }
+    return nullptr;
+  }
+
+  Diagnostic& add(DiagCode code, SourceLoc where, std::string message, std::vector<std::string> notes = {},
+                  std::string help = {}) {
+    const LintRule* rule = find_lint_rule(code);
+    out_.push_back(Diagnostic{rule != nullptr ? rule->severity : Severity::Error, code, std::move(where),
+                              std::move(message), std::move(notes), std::move(help)});
+    return out_.back();
+  }
+
+  /// Reports a finding once per (code, position, subject); a later capsule with the same
+  /// evidence is only counted. Returns false when the finding was already reported.
+  bool first_report(DiagCode code, const SourceLoc& where, std::string_view subject, const Capsule& capsule) {
+    const std::string key = str(static_cast<int>(code), "\n", where.file, "\n", where.line, ":", where.column, "\n",
+                                subject);
+    auto found = shared_.find(key);
+    if (found != shared_.end()) {
+      found->second.others.push_back(capsule.name);
+      return false;
+    }
+    shared_.emplace(key, SharedFinding{out_.size(), {}});
+    return true;
+  }
+
+  void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {
+    const Evidence& evidence = capsule.contracts[index].evidence;
+    if (std::find(handler.guards.begin(), handler.guards.end(), evidence.name) != handler.guards.end()) return;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    if (!first_report(DiagCode::UnknownRuntimeGuard, where, evidence.name, capsule)) return;
+    std::vector<std::string_view> candidates(handler.guards.begin(), handler.guards.end());
+    const std::string nearest = nearest_name(evidence.name, candidates);
+    add(DiagCode::UnknownRuntimeGuard, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names runtime guard `", evidence.name,
+            "`, but its handler `", handler.name, "` (", to_string(handler.provider), "/", to_string(handler.device),
+            ") declares ",
+            handler.guards.empty() ? std::string("no guards")
+                                   : str("only ", quoted_list(handler.guards, handler.guards.size()))),
+        {"binding the capsule to its handler would fail: a runtime guard is evidence only when the handler "
+         "enforces it"},
+        nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+  }
+
+  void suite(const Capsule& capsule, std::size_t index) {
+    const Evidence& evidence = capsule.contracts[index].evidence;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    if (!first_report(DiagCode::UnknownTestSuite, where, evidence.name, capsule)) return;
+    const std::string nearest = nearest_name(evidence.name, suite_names_);
+    add(DiagCode::UnknownTestSuite, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names test suite `", evidence.name,
+            "`, which this build does not have"),
+        {str("test suites of this build (", inputs_.suites->path, "): ",
+             quoted_list(inputs_.suites->suites, inputs_.suites->suites.size()))},
+        nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+  }
+
+  ScannedFile& scan(const fs::path& file) {
+    const std::string key = file.string();
+    auto found = files_.find(key);
+    if (found != files_.end()) return found->second;
+    ScannedFile scanned;
+    std::error_code error;
+    if (fs::is_regular_file(file, error)) {
+      std::ifstream in(file, std::ios::binary);
+      scanned.readable = in.is_open();
+      std::ostringstream buffer;
+      buffer << in.rdbuf();
+      scanned.text = buffer.str();
+    }
+    return files_.emplace(key, std::move(scanned)).first->second;
+  }
+
+  static const std::vector<std::string>& identifiers(ScannedFile& file) {
+    if (!file.identifiers_ready) {
+      std::set<std::string> unique;
+      const std::string& text = file.text;
+      for (std::size_t i = 0; i < text.size();) {
+        if (!identifier_char(text[i])) {
+          ++i;
+          continue;
+        }
+        std::size_t end = i;
+        while (end < text.size() && identifier_char(text[end])) ++end;
+        unique.insert(text.substr(i, end - i));
+        i = end;
+      }
+      file.identifiers.assign(unique.begin(), unique.end());
+      file.identifiers_ready = true;
+    }
+    return file.identifiers;
+  }
+
+  void provenance(const CapsuleModule& module, const Capsule& capsule) {
+    fs::path root;
+    if (inputs_.source_root) {
+      root = *inputs_.source_root;
+    } else if (!module.source.path.empty()) {
+      root = fs::path(module.source.path).lexically_normal().parent_path().parent_path();
+    } else {
+      return;  // a module built in code has no files to be relative to
+    }
+    if (root.empty()) root = ".";
+    for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+      const std::vector<Provenance>& entries = capsule.contracts[i].provenance;
+      const std::vector<ContractSites::ProvenanceSite>& sites = capsule.sites[i].provenance;
+      for (std::size_t j = 0; j < entries.size(); ++j) {
+        const Provenance& entry = entries[j];
+        if (entry.path.empty()) continue;  // reported at load
+        const ContractSites::ProvenanceSite pos = j < sites.size() ? sites[j] : ContractSites::ProvenanceSite{};
+        const fs::path file = (root / entry.path).lexically_normal();
+        ScannedFile& scanned = scan(file);
+        if (!scanned.readable) {
+          missing_file(capsule, i, entry, site(capsule, pos.path), root, file);
+          continue;
+        }
+        if (entry.symbol.empty() || occurs_as_word(scanned.text, entry.symbol)) continue;
+        const SourceLoc where = site(capsule, pos.symbol);
+        if (!first_report(DiagCode::MissingProvenanceSymbol, where, str(file.string(), "\n", entry.symbol), capsule)) {
+          continue;
+        }
+        const std::vector<std::string>& words = identifiers(scanned);
+        const std::string nearest =
+            nearest_name(entry.symbol, std::vector<std::string_view>(words.begin(), words.end()));
+        add(DiagCode::MissingProvenanceSymbol, where,
+            str("capsule `", capsule.name, "` ", obligation_name(i), " provenance names symbol `", entry.symbol,
+                "`, which does not occur in `", entry.path, "`"),
+            {str("searched ", file.string(), " for the whole word")},
+            nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+      }
+    }
+  }
+
+  void missing_file(const Capsule& capsule, std::size_t index, const Provenance& entry, const SourceLoc& where,
+                    const fs::path& root, const fs::path& file) {
+    if (!first_report(DiagCode::MissingProvenanceFile, where, file.string(), capsule)) return;
+    std::vector<std::string> notes{str("looked for ", file.string(), " (paths are relative to the source root ",
+                                       root.string(), ")")};
+    std::string help;
+    std::error_code error;
+    const fs::path dir = file.parent_path();
+    if (fs::is_directory(dir, error)) {
+      std::vector<std::string> names;
+      for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+        names.push_back(it->path().filename().string());
+      }
+      std::sort(names.begin(), names.end());
+      const std::string nearest =
+          nearest_name(file.filename().string(), std::vector<std::string_view>(names.begin(), names.end()));
+      if (!nearest.empty()) {
+        help = str("did you mean `", (fs::path(entry.path).parent_path() / nearest).generic_string(), "`?");
+      }
+    } else {
+      notes.push_back(str("its directory ", dir.string(), " does not exist either"));
+    }
+    add(DiagCode::MissingProvenanceFile, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " provenance names `", entry.path,
+            "`, which is not a file under the source root"),
+        std::move(notes), std::move(help));
+  }
+
+  void report_unhandled(const CapsuleModule& module, const Unhandled& unhandled) {
+    if (unhandled.capsules.empty()) return;
+    const std::vector<std::string> keys(unhandled.keys.begin(), unhandled.keys.end());
+    std::vector<std::string> names;
+    for (const Capsule* c : unhandled.capsules) names.push_back(c->name);
+    SourceLoc where;
+    std::string message;
+    if (unhandled.capsules.size() == 1) {
+      const Capsule& c = *unhandled.capsules.front();
+      where = c.where;
+      message = str("capsule `", c.name, "` (", to_string(c.op), ", ", keys.front(),
+                    ") has no compiled handler in this build: plans may select it, but nothing here can run it");
+    } else {
+      where = module.where.line != 0 ? module.where : unhandled.capsules.front()->where;
+      message = str(unhandled.capsules.size(), " capsules of module `", module.name, "` (", join(keys, ", "),
+                    ") have no compiled handler in this build: plans may select them, but nothing here can run them");
+    }
+    std::vector<std::string> notes;
+    if (unhandled.capsules.size() > 1) notes.push_back(str("capsules: ", quoted_list(names)));
+    add(DiagCode::NoCompiledHandler, where, std::move(message), std::move(notes),
+        "build the provider that implements them, or pass --allow no-compiled-handler where that is expected");
+
+    std::vector<std::string> unchecked;
+    if (!unhandled.guards.empty()) {
+      const std::vector<std::string> guards(unhandled.guards.begin(), unhandled.guards.end());
+      unchecked.push_back(str("runtime guards ", quoted_list(guards),
+                              " (no handler declares them here)"));
+    }
+    if (!unhandled.suites.empty()) {
+      const std::vector<std::string> suites(unhandled.suites.begin(), unhandled.suites.end());
+      unchecked.push_back(str("test suites ", quoted_list(suites),
+                              " (not in this build's manifest)"));
+    }
+    if (unchecked.empty()) return;
+    add(DiagCode::UnverifiableEvidence, where,
+        str("evidence of ", unhandled.capsules.size() == 1 ? str("capsule `", names.front(), "`")
+                                                           : str("module `", module.name, "`"),
+            " cannot be checked by this build"),
+        std::move(unchecked));
+  }
+
+  const EvidenceCheckInputs& inputs_;
+  Diagnostics& out_;
+  std::vector<std::string_view> suite_names_;
+  std::map<std::string, SharedFinding> shared_;
+  std::map<std::string, ScannedFile> files_;
+};
+
+/// The workspace's modules, then modules profiles prepend through `with_catalogs` (each file
+/// once, however many profiles prepend it).
+std::vector<const CapsuleModule*> loaded_modules(const Workspace& workspace) {
+  std::vector<const CapsuleModule*> modules;
+  std::set<std::string> files;
+  for (const ModulePtr& m : workspace.modules) {
+    modules.push_back(m.get());
+    if (!m->source.path.empty()) files.insert(m->source.path);
+  }
+  for (const ProfilePtr& profile : workspace.profiles) {
+    for (const ModulePtr& m : profile->with_modules) {
+      if (std::find(modules.begin(), modules.end(), m.get()) != modules.end()) continue;
+      if (!m->source.path.empty() && !files.insert(m->source.path).second) continue;
+      modules.push_back(m.get());
+    }
+  }
+  return modules;
+}
+
+}  // namespace
+
+const LintRule* find_lint_rule(DiagCode code) {
+  for (const LintRule& rule : kLintRules) {
+    if (rule.code == code) return &rule;
+  }
+  return nullptr;
+}
+
+const LintRule* find_lint_rule(std::string_view id) {
+  for (const LintRule& rule : kLintRules) {
+    if (to_string(rule.code) == id) return &rule;
+  }
+  return nullptr;
+}
+
+bool TestSuiteManifest::contains(std::string_view suite) const {
+  return std::binary_search(suites.begin(), suites.end(), suite);
+}
+
+Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const fs::path& file) {
+  std::error_code error;
+  std::ifstream in(file);
+  if (!fs::is_regular_file(file, error) || !in) {
+    return fail(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{file.string(), 0, 0},
+                           "cannot read the test-suite manifest", {}, "build capsule_tests, which writes it"});
+  }
+  TestSuiteManifest manifest;
+  manifest.path = file.string();
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    manifest.suites.push_back(line.substr(first, last - first + 1));
+  }
+  std::sort(manifest.suites.begin(), manifest.suites.end());
+  manifest.suites.erase(std::unique(manifest.suites.begin(), manifest.suites.end()), manifest.suites.end());
+  return manifest;
+}
+
+Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs) {
+  Diagnostics out;
+  if (!inputs.suites) {
+    std::vector<std::string> notes;
+    if (!inputs.manifest_searched.empty()) notes.push_back(str("looked for ", join(inputs.manifest_searched, ", ")));
+    out.push_back(Diagnostic{Severity::Warning, DiagCode::NoTestSuiteManifest, {},
+                             "no test-suite manifest found, so test-suite evidence is not checked", std::move(notes),
+                             "build capsule_tests (it writes the manifest), or pass --test-suites FILE"});
+  }
+  const std::vector<const CapsuleModule*> modules = loaded_modules(workspace);
+  EvidenceChecker checker(inputs, out);
+  for (const CapsuleModule* module : modules) checker.module(*module);
+  checker.unlisted_handlers(modules);
+  checker.finish();
+  return out;
+}
+
+Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overrides) {
+  const auto listed = [](const std::vector<DiagCode>& codes, DiagCode code) {
+    return std::find(codes.begin(), codes.end(), code) != codes.end();
+  };
+  Diagnostics out;
+  out.reserve(diagnostics.size());
+  for (Diagnostic& d : diagnostics) {
+    if (const LintRule* rule = find_lint_rule(d.code)) d.severity = rule->severity;
+    if (listed(overrides.allow, d.code)) continue;
+    if (listed(overrides.deny, d.code) || (overrides.deny_warnings && d.severity == Severity::Warning)) {
+      d.severity = Severity::Error;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace capsule

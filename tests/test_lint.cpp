@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule lint` beyond loading: evidence must point at something real in this build (test
+// suites from the build's manifest, runtime guards of the compiled handlers, provenance files and
+// symbols), trust needs a reason and lapses at `expires`, rules have ids and severities that
+// --deny/--allow adjust, and findings render as text, JSON, SARIF and GitHub annotations.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "capsule/diag_format.hpp"
+#include "capsule/lint.hpp"
+#include "test_support.hpp"
+
+namespace capsule {
+namespace {
+
+using testing::CliRun;
+using testing::ScratchTree;
+
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+std::size_t count(const std::string& text, std::string_view part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+CliRun lint_in(const ScratchTree& tree, std::vector<std::string> extra = {}, const cli::Environment& env = {}) {
+  std::vector<std::string> args{"lint", "--catalogs", tree.catalogs().string(), "--profiles", tree.profiles().string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return testing::run_cli(std::move(args), env);
+}
+
+CliRun lint_shipped(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"lint", "--catalogs", (testing::source_dir() / "catalogs").string(), "--profiles",
+                                (testing::source_dir() / "profiles").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return testing::run_cli(std::move(args));
+}
+
+/// A strict RFC 8259 syntax check, enough to know the JSON and SARIF outputs parse.
+class JsonSyntax {
+ public:
+  explicit JsonSyntax(std::string_view text) : text_(text) {}
+
+  bool valid() {
+    skip_space();
+    if (!value()) return false;
+    skip_space();
+    return at_ == text_.size();
+  }
+
+ private:
+  void skip_space() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t')) {
+      ++at_;
+    }
+  }
+  bool literal(std::string_view word) {
+    if (text_.substr(at_, word.size()) != word) return false;
+    at_ += word.size();
+    return true;
+  }
+  bool string() {
+    if (!literal("\"")) return false;
+    while (at_ < text_.size()) {
+      const char c = text_[at_++];
+      if (c == '"') return true;
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c == '\\') {
+        if (at_ >= text_.size()) return false;
+        const char escaped = text_[at_++];
+        if (escaped == 'u') {
+          for (int i = 0; i < 4; ++i) {
+            if (at_ >= text_.size() || !std::isxdigit(static_cast<unsigned char>(text_[at_++]))) return false;
+          }
+        } else if (std::string_view("\"\\/bfnrt").find(escaped) == std::string_view::npos) {
+          return false;
+        }
+      }
+    }
+    return false;
+  }
+  bool number() {
+    const std::size_t start = at_;
+    if (at_ < text_.size() && text_[at_] == '-') ++at_;
+    while (at_ < text_.size() && std::string_view("0123456789.eE+-").find(text_[at_]) != std::string_view::npos) ++at_;
+    return at_ > start;
+  }
+  template <class Item>
+  bool sequence(char close, Item item) {
+    skip_space();
+    if (literal(std::string(1, close))) return true;
+    while (true) {
+      skip_space();
+      if (!item()) return false;
+      skip_space();
+      if (literal(std::string(1, close))) return true;
+      if (!literal(",")) return false;
+    }
+  }
+  bool value() {
+    if (at_ >= text_.size()) return false;
+    switch (text_[at_]) {
+      case '{':
+        ++at_;
+        return sequence('}', [this] {
+          if (!string()) return false;
+          skip_space();
+          if (!literal(":")) return false;
+          skip_space();
+          return value();
+        });
+      case '[':
+        ++at_;
+        return sequence(']', [this] { return value(); });
+      case '"': return string();
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      default: return number();
+    }
+  }
+
+  std::string_view text_;
+  std::size_t at_ = 0;
+};
+
+/// The reference catalog's default value suite, misspelled: every reference capsule inherits it.
+void misspell_reference_suite(const ScratchTree& tree) {
+  tree.replace("catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "reference.valeus" })");
+}
+
+}  // namespace
+
+TEST_SUITE("lint") {
+  TEST_CASE("the shipped catalogs lint without errors and flag the capsules no compiled handler runs") {
+    const CliRun run = lint_shipped();
+    INFO(run.out << run.err);
+    CHECK(run.status == 0);
+    CHECK_FALSE(has(run.out, "error["));
+    CHECK(has(run.out, "catalogs/native-cuda.toml:8:10: warning[no-compiled-handler]: 54 capsules of module "
+                       "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
+    CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
+    CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
+    CHECK(has(run.out, "lint: 4 modules, 111 capsules, 14 profiles: 0 errors, 3 warnings, 3 notes\n"));
+    CHECK(run.err.empty());
+  }
+
+  TEST_CASE("the build writes a manifest of this project's test suites") {
+    auto manifest = read_test_suite_manifest(CAPSULE_TEST_SUITE_MANIFEST);
+    REQUIRE(manifest.has_value());
+    for (const char* suite : {"lint", "cli", "gallery", "reference.values", "reference.vjps"}) {
+      CAPTURE(suite);
+      CHECK(manifest->contains(suite));
+    }
+    CHECK_FALSE(manifest->contains("native_cuda.values"));  // no CUDA handlers in this build
+    CHECK(std::is_sorted(manifest->suites.begin(), manifest->suites.end()));
+  }
+
+  TEST_CASE("a misspelled test suite on a capsule with a handler is one error with a did-you-mean") {
+    ScratchTree tree("lint-suite");
+    misspell_reference_suite(tree);
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    const std::string position = (tree.catalogs() / "reference.toml").string() + ":19:";
+    CHECK(has(run.out, position));
+    CHECK(has(run.out, "error[unknown-test-suite]: capsule `reference.matmul` value evidence names test suite "
+                       "`reference.valeus`, which this build does not have"));
+    CHECK(has(run.out, "  help: did you mean `reference.values`?"));
+    // Written once in [defaults], reported once: the other capsules are counted in a note.
+    CHECK(count(run.out, "error[unknown-test-suite]") == 1);
+    CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
+    CHECK(has(run.out, ": 1 errors, 3 warnings, 3 notes"));
+  }
+
+  TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
+    ScratchTree tree("lint-suite-cuda");
+    tree.replace("catalogs/native-cuda.toml", R"(name = "native_cuda.values")", R"(name = "native_cuda.valeus")");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 0);
+    CHECK(has(run.out, "test suites `native_cuda.valeus`, `native_cuda.vjps` (not in this build's manifest)"));
+    CHECK_FALSE(has(run.out, "error["));
+  }
+
+  TEST_CASE("--test-suites reads another manifest") {
+    ScratchTree tree("lint-manifest");
+    tree.write("suites.txt", "# only the value tests\nreference.values\n\n");
+    const CliRun run = lint_in(tree, {"--test-suites", (tree.root() / "suites.txt").string()});
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "error[unknown-test-suite]: capsule `reference.matmul` vjp evidence names test suite "
+                       "`reference.vjps`, which this build does not have"));
+    CHECK(has(run.out, "note: test suites of this build (" + (tree.root() / "suites.txt").string() +
+                           "): `reference.values`"));
+    const CliRun missing = lint_in(tree, {"--test-suites", (tree.root() / "none.txt").string()});
+    CHECK(missing.status == 2);
+    CHECK(has(missing.err, "--test-suites: cannot read"));
+  }
+
+  TEST_CASE("without a manifest one warning replaces the test-suite checks") {
+    EvidenceCheckInputs inputs;
+    inputs.manifest_searched = {"/nowhere/test-suites.txt"};
+    const Diagnostics out = check_evidence(testing::shipped(), inputs);
+    REQUIRE_FALSE(out.empty());
+    CHECK(out.front().code == DiagCode::NoTestSuiteManifest);
+    CHECK(out.front().severity == Severity::Warning);
+    CHECK(out.front().notes == std::vector<std::string>{"looked for /nowhere/test-suites.txt"});
+    for (const Diagnostic& d : out) CHECK(d.code != DiagCode::UnknownTestSuite);
+  }
+
+  TEST_CASE("an unknown runtime guard is an error that names the guards its handler declares") {
+    ScratchTree tree("lint-guard");
+    tree.replace("catalogs/reference.toml", R"(name = "typed tensor layout")", R"(name = "typed tensor layuot")");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, (tree.catalogs() / "reference.toml").string() + ":18:"));
+    CHECK(has(run.out, "error[unknown-runtime-guard]: capsule `reference.matmul` layout evidence names runtime guard "
+                       "`typed tensor layuot`, but its handler `TorchLean reference CPU matmul` (reference/cpu) "
+                       "declares only `portable runtime shape checks`, `typed tensor layout`"));
+    CHECK(has(run.out, "  help: did you mean `typed tensor layout`?"));
+    CHECK(count(run.out, "error[unknown-runtime-guard]") == 1);
+  }
+
+  TEST_CASE("an expired trusted boundary fails lint while plans still run with a warning") {
+    ScratchTree tree("lint-expiry");
+    tree.replace("catalogs/libtorch.toml", R"(reason = "LibTorch/CUDA SDPA implementation" })",
+                 R"(reason = "LibTorch/CUDA SDPA implementation", owner = "capsule maintainers", expires = 2026-06-30 })");
+    cli::Environment env;
+    env.today = "2026-07-01";
+    const CliRun lapsed = lint_in(tree, {}, env);
+    INFO(lapsed.out);
+    CHECK(lapsed.status == 1);
+    CHECK(has(lapsed.out, "error[expired-trust]: trusted boundary of `libtorch.sdpa_forward` value expired on "
+                          "2026-06-30 (today is 2026-07-01)"));
+    CHECK(lint_in(tree, {"--allow", "expired-trust"}, env).status == 0);
+    env.today = "2026-06-30";
+    CHECK(lint_in(tree, {}, env).status == 0);
+
+    // The same file still plans: for `plan` an expired trust is a warning, not a load failure.
+    env.today = "2026-07-01";
+    const CliRun plan = testing::run_cli({"plan", "--profile", "libtorch_forward_cuda", "--ops", "scaled_dot_product_attention",
+                                          "--catalogs", tree.catalogs().string(), "--profiles", tree.profiles().string()},
+                                         env);
+    CHECK(plan.status == 0);
+    CHECK(has(plan.err, "warning[expired-trust]"));
+  }
+
+  TEST_CASE("trust without a reason is an error that cannot be allowed") {
+    ScratchTree tree("lint-reason");
+    tree.replace("catalogs/libtorch.toml",
+                 "reason = \"LibTorch computes the SDPA forward value; TorchLean-style tape owns the backward\"\n", "");
+    tree.replace("catalogs/libtorch.toml", R"(reason = "LibTorch autograd for SDPA")", R"(owner = "capsule maintainers")");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "error[missing-trust-reason]: trusted-external capsule `libtorch.sdpa_forward` is missing `reason`"));
+    CHECK(has(run.out, "error[missing-trust-reason]: trusted-boundary evidence is missing `reason`"));
+    const CliRun allowed = lint_in(tree, {"--allow", "missing-trust-reason"});
+    CHECK(allowed.status == 2);
+    CHECK(has(allowed.err, "--allow: rule `missing-trust-reason` cannot be allowed"));
+  }
+
+  TEST_CASE("provenance must name a file under the source root that holds its symbol") {
+    ScratchTree tree("lint-provenance");
+    tree.write("catalogs/site.toml", std::string(testing::kCatalogHead) + R"(
+[[capsule]]
+name = "site.relu"
+op = "relu"
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "portable runtime shape checks" }, provenance = [{ path = "handlers/reference/src/kernels_elementwise.cpp", symbol = "ReluFn" }] }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed tensor layout" }, provenance = [{ path = "handlers/reference/src/kernels_elementwse.cpp", symbol = "ReluFn" }] }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "reference.values" }, provenance = [{ path = "handlers/reference/src/kernels_elementwise.cpp", symbol = "ReluFunc" }] }
+contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "reference.vjps" }, provenance = [{ path = "handlers/reference/src/kernels_elementwise.cpp", symbol = "Relu" }] }
+)");
+    const CliRun run = lint_in(tree, {"--source-root", testing::source_dir().string()});
+    INFO(run.out);
+    CHECK(run.status == 1);
+    const std::string file = (tree.catalogs() / "site.toml").string();
+    CHECK(has(run.out, file + ":19:"));
+    CHECK(has(run.out, "error[missing-provenance-file]: capsule `site.relu` layout provenance names "
+                       "`handlers/reference/src/kernels_elementwse.cpp`, which is not a file under the source root"));
+    CHECK(has(run.out, "  help: did you mean `handlers/reference/src/kernels_elementwise.cpp`?"));
+    CHECK(has(run.out, file + ":20:"));
+    CHECK(has(run.out, "error[missing-provenance-symbol]: capsule `site.relu` value provenance names symbol `ReluFunc`, "
+                       "which does not occur in `handlers/reference/src/kernels_elementwise.cpp`"));
+    CHECK(has(run.out, "  help: did you mean `ReluFn`?"));
+    // `ReluFn` and `Relu` (as in `Op::Relu`) occur as whole words: no finding for shape or vjp.
+    CHECK(count(run.out, "error[missing-provenance") == 2);
+
+    // By default paths are relative to the directory above the catalogs: the scratch tree has no
+    // handlers/ directory.
+    const CliRun unrooted = lint_in(tree);
+    CHECK(count(unrooted.out, "error[missing-provenance-file]") == 4);
+  }
+
+  TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {
+    ScratchTree tree("lint-unlisted");
+    for (const char* name : {"reference.toml", "native-cuda.toml", "attention.toml", "libtorch.toml"}) {
+      std::filesystem::remove(tree.catalogs() / name);
+    }
+    std::filesystem::remove_all(tree.profiles());
+    std::filesystem::create_directories(tree.profiles());
+    tree.write("catalogs/site.toml", std::string(testing::kCatalogHead) + R"(
+[[capsule]]
+name = "site.relu"
+op = "relu"
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "portable runtime shape checks" } }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed tensor layout" } }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "reference.values" } }
+contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "reference.vjps" } }
+)");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 0);
+    CHECK(has(run.out, "warning[unlisted-handler]: 52 compiled handlers for reference/cpu are not mentioned by any "
+                       "loaded capsule, so no plan can select them"));
+    CHECK(has(run.out, "handlers/reference/src/"));
+    CHECK(has(run.out, "`matmul`"));
+    CHECK_FALSE(has(run.out, "`relu`"));
+    CHECK(lint_in(tree, {"--deny", "unlisted-handler"}).status == 1);
+  }
+
+  TEST_CASE("--deny and --allow adjust rule severities; bad rule ids are usage errors") {
+    CHECK(lint_shipped({"--deny", "warnings"}).status == 1);
+    const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
+    CHECK(denied.status == 1);
+    CHECK(has(denied.out, "error[no-compiled-handler]"));
+    CHECK(has(denied.out, "3 errors, 0 warnings, 3 notes"));
+    // Comma lists, and an allowed rule wins over --deny warnings.
+    const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
+    CHECK(quiet.status == 0);
+    CHECK(has(quiet.out, "0 errors, 0 warnings, 0 notes"));
+
+    ScratchTree tree("lint-rules");
+    misspell_reference_suite(tree);
+    CHECK(lint_in(tree, {"--allow", "unknown-test-suite"}).status == 0);
+
+    const CliRun typo = lint_shipped({"--deny", "unknwn-test-suite"});
+    CHECK(typo.status == 2);
+    CHECK(has(typo.err, "--deny: unknown lint rule `unknwn-test-suite`; did you mean `unknown-test-suite`?"));
+    CHECK(lint_shipped({"--allow", "gate-rejected"}).status == 2);  // not a lint rule
+    const CliRun both = lint_shipped({"--deny", "expired-trust", "--allow", "expired-trust"});
+    CHECK(both.status == 2);
+    CHECK(has(both.err, "rule `expired-trust` is both denied and allowed"));
+    const CliRun help = testing::run_cli({"lint", "--help"});
+    CHECK(help.status == 0);
+    CHECK(has(help.out, "  unknown-test-suite         error    test-suite evidence"));
+    CHECK(has(help.out, "  unverifiable-evidence      note     evidence of capsules"));
+  }
+
+  TEST_CASE("every lint rule has a distinct id and a default severity") {
+    std::set<DiagCode> codes;
+    for (const LintRule& rule : kLintRules) {
+      CAPTURE(to_string(rule.code));
+      CHECK(codes.insert(rule.code).second);
+      CHECK(find_lint_rule(to_string(rule.code)) == &rule);
+      CHECK_FALSE(rule.checks.empty());
+      // Only errors can block loading.
+      if (rule.blocks_loading) CHECK(rule.severity == Severity::Error);
+    }
+    CHECK(find_lint_rule(DiagCode::GateRejected) == nullptr);
+    // Warnings when loading for a plan, errors under lint.
+    CHECK(find_lint_rule(DiagCode::ExpiredTrust)->severity == Severity::Error);
+    CHECK(find_lint_rule(DiagCode::UnplannableProfile)->severity == Severity::Error);
+  }
+
+  TEST_CASE("json sarif and github render the same failing tree") {
+    ScratchTree tree("lint-formats");
+    misspell_reference_suite(tree);
+
+    const CliRun json = lint_in(tree, {"--format", "json"});
+    CHECK(json.status == 1);
+    CHECK(JsonSyntax(json.out).valid());
+    CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
+    CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
+    CHECK(has(json.out, R"("errors":1,"warnings":3,"notes":3})"));
+
+    const CliRun sarif = lint_in(tree, {"--format", "sarif"});
+    CHECK(sarif.status == 1);
+    CHECK(JsonSyntax(sarif.out).valid());
+    CHECK(sarif.out.find(R"({"$schema":"https://json.schemastore.org/sarif-2.1.0.json","version":"2.1.0","runs":[)") == 0);
+    CHECK(has(sarif.out, R"("driver":{"name":"capsule","version":")"));
+    CHECK(has(sarif.out, R"({"id":"unknown-runtime-guard","shortDescription":{"text":")"));
+    CHECK(has(sarif.out, R"("defaultConfiguration":{"level":"note"})"));
+    CHECK(has(sarif.out, R"("originalUriBaseIds":{"PROJECTROOT":{"uri":"file://)"));
+    CHECK(has(sarif.out, R"("ruleId":"unknown-test-suite","ruleIndex":16,"level":"error")"));
+    CHECK(has(sarif.out, R"("artifactLocation":{"uri":"catalogs/reference.toml","uriBaseId":"PROJECTROOT"},"region":{"startLine":19,)"));
+    CHECK(has(sarif.out, R"("ruleId":"unverifiable-evidence","ruleIndex":22,"level":"note")"));
+
+    const CliRun github = lint_in(tree, {"--format", "github"});
+    CHECK(github.status == 1);
+    INFO(github.out);
+    CHECK(github.out.find("::warning file=catalogs/attention.toml,line=7,col=10,") == 0);
+    CHECK(has(github.out, "\n::error file=catalogs/reference.toml,line=19,col=161,"));
+    CHECK(has(github.out, ",title=capsule unknown-test-suite::capsule `reference.matmul` value evidence"));
+    CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
+    CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
+    CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
+    CHECK(count(github.out, "\n") == 7);  // one command per finding
+  }
+
+  TEST_CASE("github annotations escape percent signs and line breaks and property separators") {
+    const Diagnostics one{Diagnostic{Severity::Error, DiagCode::UnknownTestSuite, SourceLoc{"odd,dir:x/100%.toml", 3, 4},
+                                     "50% done\r\nnext", {"a: b, c"}, {}}};
+    CHECK(format_diagnostics(one, DiagFormat::Github, "0") ==
+          "::error file=odd%2Cdir%3Ax/100%25.toml,line=3,col=4,title=capsule unknown-test-suite::"
+          "50%25 done%0D%0Anext%0Anote: a: b, c\n");
+    // Without a project root SARIF names the file by an absolute, percent-encoded URI; the message
+    // keeps its text (JSON escapes it instead).
+    const std::string sarif = format_diagnostics(one, DiagFormat::Sarif, "0");
+    CHECK(JsonSyntax(sarif).valid());
+    CHECK(has(sarif, R"("artifactLocation":{"uri":"file:///)"));
+    CHECK(has(sarif, R"(/odd%2Cdir%3Ax/100%25.toml"})"));
+    CHECK(has(sarif, R"("text":"50% done\r\nnext\nnote: a: b, c")"));
+  }
+}
+
+}  // namespace capsule
