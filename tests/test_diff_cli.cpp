@@ -50,6 +50,8 @@ TEST_SUITE("diff") {
 
   TEST_CASE("cli: a module reorder lists the op whose selected capsule changes") {
     const testing::CliRun run = diff("module-reorder");
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "weakened:impact:external_auto_cuda:scaled_dot_product_attention"));
     CHECK(has(run.out, "scaled_dot_product_attention"));
     CHECK(has(run.out, "->"));
     CHECK(has(run.out, "module order"));
@@ -109,13 +111,25 @@ expires = )", expires, "\n"));
     auto git = [&](const std::string& command) {
       return std::system(str("git -C '", repo, "' ", command, " >/dev/null 2>&1").c_str());
     };
+    const std::string commit = "-c user.name=t -c user.email=t@example.org commit -q";
     REQUIRE(git("init -q") == 0);
-    REQUIRE(git("-c user.name=t -c user.email=t@example.org add catalogs profiles") == 0);
-    REQUIRE(git("-c user.name=t -c user.email=t@example.org commit -q -m base") == 0);
+    // First revision: catalogs only (the profiles arrive later), so a tree may lack a directory.
+    REQUIRE(git("add catalogs") == 0);
+    REQUIRE(git(commit + " -m catalogs") == 0);
+    REQUIRE(git("add profiles") == 0);
+    REQUIRE(git(commit + " -m base") == 0);
     tree.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
                  "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
                  "evidence = { kind = \"trusted-boundary\", reason = \"vendor relu\" } }\n");
-    REQUIRE(git("-c user.name=t -c user.email=t@example.org commit -q -am head") == 0);
+    // A revision's own .gitattributes must not hide a file from review (git archive would obey
+    // export-ignore).
+    tree.write(".gitattributes", "catalogs/** export-ignore\n");
+    REQUIRE(git("add .gitattributes") == 0);
+    REQUIRE(git(commit + " -am head") == 0);
+    const testing::CliRun added = testing::run_cli({"diff", "--git", "HEAD~2", "HEAD~1", "--repo", repo});
+    INFO(added.err);
+    CHECK(added.status != 2);
+    CHECK(has(added.out, "checked_cpu"));
     const testing::CliRun run = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo + "/catalogs"});
     INFO(run.err);
     CHECK(run.status == 1);
@@ -126,6 +140,49 @@ expires = )", expires, "\n"));
     const testing::CliRun missing = testing::run_cli({"diff", "--git", "no-such-rev", "HEAD", "--repo", repo});
     CHECK(missing.status == 2);
     CHECK(has(missing.err, "no-such-rev"));
+  }
+
+  TEST_CASE("cli: a claim that changes kind and now rests on a trusted boundary is weakened") {
+    testing::ScratchTree base("diff-claim-base");
+    testing::ScratchTree head("diff-claim-head");
+    head.replace("catalogs/reference.toml", "name = \"reference.rand_uniform\"\nop = \"rand_uniform\"\nvjp = \"none\"\n",
+                 "name = \"reference.rand_uniform\"\nop = \"rand_uniform\"\nvjp = \"torchlean-tape\"\n");
+    head.replace("catalogs/reference.toml",
+                 "contracts.vjp = { claim = \"vjp-unavailable\", summary = \"Random source: forward-only, no VJP is supplied or required.\", evidence = { kind = \"not-applicable\" } }",
+                 "contracts.vjp = { claim = \"vjp-refinement\", mode = \"torchlean-tape\", evidence = { kind = \"trusted-boundary\", reason = \"assumed\" } }");
+    const testing::CliRun run = testing::run_cli({"diff", base.root().string(), head.root().string()});
+    INFO(run.out, run.err);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "weakened:capsule:reference.rand_uniform:vjp"));
+    CHECK(has(run.out, "still labelled checked"));
+  }
+
+  TEST_CASE("cli: an impact whose gate verdict flips to accepted on a trusted boundary is weakened") {
+    const std::string demote = "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
+                               "evidence = { kind = \"trusted-boundary\", reason = \"vendor relu\" } }\n";
+    testing::ScratchTree base("diff-gate-base");
+    testing::ScratchTree head("diff-gate-head");
+    base.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n", demote);
+    head.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n", demote);
+    head.replace("profiles/checked_cpu.toml", "assurance = \"checked\"", "assurance = \"external\"");
+    const testing::CliRun run = testing::run_cli({"diff", base.root().string(), head.root().string()});
+    INFO(run.out, run.err);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "weakened:impact:checked_cpu:relu"));
+  }
+
+  TEST_CASE("cli: markdown escapes markup that a catalog could smuggle into the review summary") {
+    testing::ScratchTree base("diff-md-base");
+    testing::ScratchTree head("diff-md-head");
+    head.replace("catalogs/reference.toml", "name = \"reference.relu\"\nop = \"relu\"\n",
+                 "name = \"reference.relu\"\nop = \"relu\"\ncontracts.value = { claim = \"value-refinement\", "
+                 "evidence = { kind = \"trusted-boundary\", reason = \"![x](http://e.example/a.png) <img src=x> [link](http://e.example)\" } }\n");
+    const testing::CliRun run = testing::run_cli({"diff", base.root().string(), head.root().string(), "--format", "markdown"});
+    CHECK(run.status == 1);
+    CHECK_FALSE(has(run.out, "![x](http"));
+    CHECK_FALSE(has(run.out, "<img"));
+    CHECK_FALSE(has(run.out, "[link](http"));
+    CHECK(has(run.out, "\\!\\[x\\](http://e.example/a.png) &lt;img src=x&gt;"));
   }
 
   TEST_CASE("cli: usage errors exit 2") {

@@ -298,6 +298,22 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(count(unrooted.out, "error[missing-provenance-file]") == 4);
   }
 
+  TEST_CASE("provenance outside the source root is reported and never read") {
+    ScratchTree tree("lint-provenance-escape");
+    tree.write("catalogs/site.toml", std::string(testing::kCatalogHead) + R"(
+[[capsule]]
+name = "site.relu"
+op = "relu"
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "reference.values" }, provenance = [{ path = "../../../../etc/hostname", symbol = "x" }, { path = "/etc/hostname", symbol = "x" }] }
+)");
+    const CliRun run = lint_in(tree, {"--source-root", testing::source_dir().string()});
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(count(run.out, "error[missing-provenance-file]") == 2);
+    CHECK(has(run.out, "is absolute or leaves the source root"));
+    CHECK_FALSE(has(run.out, "missing-provenance-symbol"));
+  }
+
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {
     ScratchTree tree("lint-unlisted");
     for (const char* name : {"reference.toml", "native-cuda.toml", "attention.toml", "libtorch.toml"}) {

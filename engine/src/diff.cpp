@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -615,7 +616,9 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
       const int rank_after = evidence_rank(after.claim.kind, now.kind);
       if (rank_after < rank_before) direction = Direction::Weakened;
       if (rank_after > rank_before) direction = Direction::Strengthened;
-    } else if (misfit(after)) {
+    } else if (misfit(after) || now.kind == EvidenceKind::TrustedBoundary) {
+      // Claims of different kinds do not rank against each other, but a claim that now rests on
+      // a trusted boundary (or on not-applicable where it does not fit) is weaker whatever it was.
       direction = Direction::Weakened;
     }
     std::string message = str(name, " evidence ",
@@ -630,8 +633,7 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
                                  to_string(after.claim.kind), " claim, and the checked policy still accepts it, "
                                  "so the gate will not catch this"));
     }
-    if (direction == Direction::Weakened && capsule.trust == Trust::Checked &&
-        !AssurancePolicy::checked().accepts_evidence(now)) {
+    if (capsule.trust == Trust::Checked && !AssurancePolicy::checked().accepts_evidence(now)) {
       change.notes.push_back(str("the capsule is still labelled checked, but the acceptance gate now rejects its ",
                                  name, " evidence under `checked`"));
     }
@@ -846,6 +848,8 @@ bool relies_on_boundary(const Selection& s) {
 Direction impact_direction(const Selection& was, const Selection& now) {
   if (!now.planned()) return Direction::Neutral;
   if (!was.planned()) return now.accepted && relies_on_boundary(now) ? Direction::Weakened : Direction::Neutral;
+  // The gate newly lets the op run on a trusted boundary (for example after the assurance widened).
+  if (!was.accepted && now.accepted && relies_on_boundary(now)) return Direction::Weakened;
   bool weaker = was.trust == Trust::Checked && now.trust == Trust::TrustedExternal;
   bool stronger = was.trust == Trust::TrustedExternal && now.trust == Trust::Checked;
   for (std::size_t i = 0; i < was.claims.size(); ++i) {
@@ -960,7 +964,9 @@ struct CommandResult {
   std::string output;
 };
 
-CommandResult run_command(const std::string& command) {
+/// Runs `command` through the shell and captures its stdout. Messages and paths lose their
+/// trailing newlines; file contents (`keep_trailing_space`) are kept byte for byte.
+CommandResult run_command(const std::string& command, bool keep_trailing_space = false) {
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
@@ -972,7 +978,8 @@ CommandResult run_command(const std::string& command) {
   while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
   const int status = pclose(pipe);
   if (status != -1 && WIFEXITED(status)) result.status = WEXITSTATUS(status);
-  while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' ')) {
+  while (!keep_trailing_space && !result.output.empty() &&
+         (result.output.back() == '\n' || result.output.back() == '\r')) {
     result.output.pop_back();
   }
   return result;
@@ -1032,15 +1039,36 @@ std::string where_words(const SourceLoc& where, Side side) {
   return str(place, " (", side_words(side), ")");
 }
 
+/// Text from catalogs (names, reasons, summaries) made inert in a table cell: outside code spans,
+/// characters that would start a link, image, emphasis, entity or HTML tag are escaped, so a
+/// pull request cannot inject markup into the review summary. Code spans stay literal.
 std::string markdown_cell(std::string_view text) {
   std::string out;
+  bool in_code = false;
   for (const char c : text) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n') {
+      out += ' ';
+    } else if (c == '`') {
+      in_code = !in_code;
+      out += c;
+    } else if (in_code) {
+      out += c;
+    } else if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";
+    } else if (c == '\\' || c == '*' || c == '_' || c == '[' || c == ']' || c == '!' || c == '~') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
   }
+  if (in_code) out += '`';  // close an unbalanced span so it cannot swallow the rest of the row
   return out;
 }
 
@@ -1120,7 +1148,14 @@ void write_selection_json(JsonWriter& json, const Selection& s) {
 // ---- public entry points --------------------------------------------------------------------
 
 Result<Tree, Diagnostics> load_tree(const std::filesystem::path& root, std::string label, const LoadOptions& options) {
-  Tree tree{load_workspace({root / "catalogs"}, {root / "profiles"}, options), std::move(label), root};
+  // A tree without catalogs/ or profiles/ (say, the base of the pull request that adds them) is
+  // an empty tree, not an unreadable one.
+  std::vector<std::filesystem::path> catalogs;
+  std::vector<std::filesystem::path> profiles;
+  std::error_code error;
+  if (std::filesystem::exists(root / "catalogs", error)) catalogs.push_back(root / "catalogs");
+  if (std::filesystem::exists(root / "profiles", error)) profiles.push_back(root / "profiles");
+  Tree tree{load_workspace(catalogs, profiles, options), std::move(label), root};
   if (has_errors(tree.workspace.diagnostics)) return fail(std::move(tree.workspace.diagnostics));
   return tree;
 }
@@ -1135,29 +1170,51 @@ Result<std::filesystem::path, std::string> materialize_git_tree(std::string_view
   if (error) return fail(str("cannot create ", scratch_dir.string(), ": ", error.message()));
   const std::filesystem::path scratch = std::filesystem::absolute(scratch_dir, error);
   if (error) return fail(str("cannot resolve ", scratch_dir.string(), ": ", error.message()));
-  // Two steps rather than a pipe: /bin/sh has no pipefail, and git's failure must not be hidden
-  // behind tar's success.
-  // `catalogs profiles` are pathspecs relative to git's working directory: run from the top level
-  // so any directory inside the repository works.
-  const CommandResult top = run_command(str("git -C ", shell_quote(repo_dir.string()), " rev-parse --show-toplevel 2>&1"));
-  if (top.status != 0) {
-    return fail(str("`", repo_dir.string(), "` is not inside a git repository: ",
-                    top.output.empty() ? "no output" : top.output));
+  // Pathspecs are relative to git's working directory: work from the top level so any directory
+  // inside the repository works. stderr is dropped here so a warning cannot become the path.
+  const CommandResult top =
+      run_command(str("git -C ", shell_quote(repo_dir.string()), " rev-parse --show-toplevel 2>/dev/null"));
+  if (top.status != 0 || top.output.empty()) {
+    return fail(str("`", repo_dir.string(), "` is not inside a git repository"));
   }
-  std::string top_dir = top.output;
-  while (!top_dir.empty() && (top_dir.back() == '\n' || top_dir.back() == '\r')) top_dir.pop_back();
-  const std::filesystem::path archive = scratch / ".capsule-diff-tree.tar";
-  const CommandResult git = run_command(str("git -C ", shell_quote(top_dir), " archive --format=tar -o ",
-                                            shell_quote(archive.string()), " ", shell_quote(rev),
-                                            " -- catalogs profiles 2>&1"));
-  if (git.status != 0) {
-    std::filesystem::remove(archive, error);
-    return fail(str("git archive of `", rev, "` failed: ", git.output.empty() ? "no output" : git.output));
+  const std::string top_dir = top.output;
+  const CommandResult verify =
+      run_command(str("git -C ", shell_quote(top_dir), " rev-parse --verify --quiet ", shell_quote(str(rev, "^{commit}")),
+                      " 2>&1"));
+  if (verify.status != 0) return fail(str("`", rev, "` is not a commit of the repository at ", top_dir));
+  // The blobs exactly as committed: `git archive` would apply the revision's own .gitattributes
+  // (export-ignore, export-subst), so a change could hide itself from review.
+  const CommandResult listing = run_command(str("git -C ", shell_quote(top_dir), " ls-tree -r -z --name-only ",
+                                                shell_quote(rev), " -- catalogs profiles 2>&1"));
+  if (listing.status != 0) {
+    return fail(str("listing `", rev, "` failed: ", listing.output.empty() ? "no output" : listing.output));
   }
-  const CommandResult tar = run_command(str("tar -x -f ", shell_quote(archive.string()), " -C ",
-                                            shell_quote(scratch.string()), " 2>&1"));
-  std::filesystem::remove(archive, error);
-  if (tar.status != 0) return fail(str("extracting `", rev, "` failed: ", tar.output.empty() ? "no output" : tar.output));
+  for (std::string_view dir : {"catalogs", "profiles"}) {
+    std::filesystem::create_directories(scratch / dir, error);
+    if (error) return fail(str("cannot create ", (scratch / dir).string(), ": ", error.message()));
+  }
+  std::size_t start = 0;
+  while (start < listing.output.size()) {
+    std::size_t stop = listing.output.find('\0', start);
+    if (stop == std::string::npos) stop = listing.output.size();
+    const std::string path = listing.output.substr(start, stop - start);
+    start = stop + 1;
+    if (path.empty()) continue;
+    // ls-tree names paths under catalogs/ or profiles/ only; refuse anything that would climb out.
+    const std::filesystem::path relative = std::filesystem::path(path).lexically_normal();
+    if (relative.is_absolute() || relative.empty() || *relative.begin() == "..") {
+      return fail(str("refusing path `", path, "` from `", rev, "`"));
+    }
+    const CommandResult blob = run_command(str("git -C ", shell_quote(top_dir), " cat-file blob ",
+                                               shell_quote(str(rev, ":", path)), " 2>/dev/null"),
+                                           /*keep_trailing_space=*/true);
+    if (blob.status != 0) return fail(str("reading `", rev, ":", path, "` failed"));
+    const std::filesystem::path target = scratch / relative;
+    std::filesystem::create_directories(target.parent_path(), error);
+    std::ofstream out(target, std::ios::binary);
+    out << blob.output;
+    if (!out) return fail(str("cannot write ", target.string()));
+  }
   return scratch;
 }
 

@@ -266,7 +266,15 @@ class EvidenceChecker {
         const Provenance& entry = entries[j];
         if (entry.path.empty()) continue;  // reported at load
         const ContractSites::ProvenanceSite pos = j < sites.size() ? sites[j] : ContractSites::ProvenanceSite{};
-        const fs::path file = (root / entry.path).lexically_normal();
+        // Provenance names code of this project: an absolute path or one climbing out of the
+        // source root is reported as missing and never read.
+        const fs::path relative = fs::path(entry.path).lexically_normal();
+        const bool inside = !relative.is_absolute() && !relative.empty() && *relative.begin() != "..";
+        const fs::path file = (root / relative).lexically_normal();
+        if (!inside) {
+          missing_file(capsule, i, entry, site(capsule, pos.path), root, file, /*outside_root=*/true);
+          continue;
+        }
         ScannedFile& scanned = scan(file);
         if (!scanned.readable) {
           missing_file(capsule, i, entry, site(capsule, pos.path), root, file);
@@ -290,14 +298,17 @@ class EvidenceChecker {
   }
 
   void missing_file(const Capsule& capsule, std::size_t index, const Provenance& entry, const SourceLoc& where,
-                    const fs::path& root, const fs::path& file) {
+                    const fs::path& root, const fs::path& file, bool outside_root = false) {
     if (!first_report(DiagCode::MissingProvenanceFile, where, file.string(), capsule)) return;
     std::vector<std::string> notes{str("looked for ", file.string(), " (paths are relative to the source root ",
                                        root.string(), ")")};
+    if (outside_root) notes = {str("`", entry.path, "` is absolute or leaves the source root ", root.string())};
     std::string help;
     std::error_code error;
     const fs::path dir = file.parent_path();
-    if (fs::is_directory(dir, error)) {
+    if (outside_root) {
+      help = "name a file inside the project, relative to its top directory";
+    } else if (fs::is_directory(dir, error)) {
       std::vector<std::string> names;
       for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
         names.push_back(it->path().filename().string());

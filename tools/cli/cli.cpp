@@ -816,8 +816,11 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
   fs::path base_root = base_arg;
   fs::path head_root = head_arg;
   if (vm["git"].as<bool>()) {
+    // A fresh private directory (mkdtemp), never one somebody prepared under a guessable name.
     std::error_code error;
-    scratch.path = fs::temp_directory_path(error) / str("capsule-diff-", std::chrono::steady_clock::now().time_since_epoch().count());
+    std::string pattern = (fs::temp_directory_path(error) / "capsule-diff-XXXXXX").string();
+    if (error || mkdtemp(pattern.data()) == nullptr) throw UsageError{"cannot create a scratch directory for --git"};
+    scratch.path = pattern;
     const fs::path repo = vm["repo"].as<std::string>();
     auto base_tree = materialize_git_tree(base_arg, repo, scratch.path / "base");
     if (!base_tree) throw UsageError{base_tree.error()};
@@ -848,7 +851,7 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
   switch (format) {
     case Format::Text: ctx.out << render_text(diff); break;
     case Format::Markdown: ctx.out << render_markdown(diff); break;
-    case Format::Json: ctx.out << render_json(diff) << "\n"; break;
+    case Format::Json: ctx.out << render_json(diff); break;
   }
   return exit_status(diff) == 0 ? kOk : kRejected;
 }

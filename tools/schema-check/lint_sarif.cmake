@@ -1,6 +1,6 @@
 # CTest schemas.lint_sarif_validates (cmake -P): copies the shipped catalogs and profiles into a
 # scratch tree, adds files with one finding of each level (a misaligned contract: error; lapsed
-# trust: warning; a profile naming an unknown module: error), runs
+# trust: an error under lint; a profile naming an unknown module: error), runs
 # `capsule lint --format sarif` on it and validates the log against the official SARIF 2.1.0
 # schema with validate.mjs (which also checks that a log without `version` is rejected).
 #
@@ -37,7 +37,7 @@ name = \"scratch.misfiled\"
 op = \"relu\"
 contracts.shape = { claim = \"value-refinement\", evidence = { kind = \"test-suite\", name = \"reference.values\" } }
 
-# warning: trust that lapsed before CAPSULE_TODAY
+# error under lint (expired-trust): trust that lapsed before CAPSULE_TODAY
 [[capsule]]
 name = \"scratch.vendor_relu\"
 op = \"relu\"

@@ -185,15 +185,15 @@ struct Tree {
   std::filesystem::path root;  ///< locations are printed relative to it
 };
 
-/// Loads `root/catalogs` and `root/profiles`. Fails with every diagnostic when any is an error;
+/// Loads `root/catalogs` and `root/profiles` (a missing one counts as empty). Fails with every diagnostic when any is an error;
 /// warnings (expired trust) stay in `workspace.diagnostics`.
 Result<Tree, Diagnostics> load_tree(const std::filesystem::path& root, std::string label,
                                     const LoadOptions& options = {});
 
-/// Extracts `catalogs/` and `profiles/` of git revision `rev` of the repository at `repo_dir`
-/// (its top level) into `scratch_dir`, with `git archive` piped through `tar` and no checkout;
-/// returns `scratch_dir`, ready for load_tree. Runs external processes; not thread-safe with
-/// respect to the same scratch directory. Fails with git's or tar's message.
+/// Writes `catalogs/` and `profiles/` of git revision `rev` of the repository containing
+/// `repo_dir` into `scratch_dir`, blob by blob as committed (`git ls-tree` and `git cat-file`, no
+/// checkout, and no .gitattributes export rules that could hide a file); returns `scratch_dir`,
+/// ready for load_tree. Runs external processes. Fails with a message naming the revision.
 Result<std::filesystem::path, std::string> materialize_git_tree(std::string_view rev,
                                                                 const std::filesystem::path& repo_dir,
                                                                 const std::filesystem::path& scratch_dir);
