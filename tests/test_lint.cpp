@@ -11,6 +11,7 @@
 
 #include "capsule/diag_format.hpp"
 #include "capsule/lint.hpp"
+#include "json_check.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -40,93 +41,6 @@ CliRun lint_shipped(std::vector<std::string> extra = {}) {
   return testing::run_cli(std::move(args));
 }
 
-/// A strict RFC 8259 syntax check, enough to know the JSON and SARIF outputs parse.
-class JsonSyntax {
- public:
-  explicit JsonSyntax(std::string_view text) : text_(text) {}
-
-  bool valid() {
-    skip_space();
-    if (!value()) return false;
-    skip_space();
-    return at_ == text_.size();
-  }
-
- private:
-  void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t')) {
-      ++at_;
-    }
-  }
-  bool literal(std::string_view word) {
-    if (text_.substr(at_, word.size()) != word) return false;
-    at_ += word.size();
-    return true;
-  }
-  bool string() {
-    if (!literal("\"")) return false;
-    while (at_ < text_.size()) {
-      const char c = text_[at_++];
-      if (c == '"') return true;
-      if (static_cast<unsigned char>(c) < 0x20) return false;
-      if (c == '\\') {
-        if (at_ >= text_.size()) return false;
-        const char escaped = text_[at_++];
-        if (escaped == 'u') {
-          for (int i = 0; i < 4; ++i) {
-            if (at_ >= text_.size() || !std::isxdigit(static_cast<unsigned char>(text_[at_++]))) return false;
-          }
-        } else if (std::string_view("\"\\/bfnrt").find(escaped) == std::string_view::npos) {
-          return false;
-        }
-      }
-    }
-    return false;
-  }
-  bool number() {
-    const std::size_t start = at_;
-    if (at_ < text_.size() && text_[at_] == '-') ++at_;
-    while (at_ < text_.size() && std::string_view("0123456789.eE+-").find(text_[at_]) != std::string_view::npos) ++at_;
-    return at_ > start;
-  }
-  template <class Item>
-  bool sequence(char close, Item item) {
-    skip_space();
-    if (literal(std::string(1, close))) return true;
-    while (true) {
-      skip_space();
-      if (!item()) return false;
-      skip_space();
-      if (literal(std::string(1, close))) return true;
-      if (!literal(",")) return false;
-    }
-  }
-  bool value() {
-    if (at_ >= text_.size()) return false;
-    switch (text_[at_]) {
-      case '{':
-        ++at_;
-        return sequence('}', [this] {
-          if (!string()) return false;
-          skip_space();
-          if (!literal(":")) return false;
-          skip_space();
-          return value();
-        });
-      case '[':
-        ++at_;
-        return sequence(']', [this] { return value(); });
-      case '"': return string();
-      case 't': return literal("true");
-      case 'f': return literal("false");
-      case 'n': return literal("null");
-      default: return number();
-    }
-  }
-
-  std::string_view text_;
-  std::size_t at_ = 0;
-};
 
 /// The reference catalog's default value suite, misspelled: every reference capsule inherits it.
 void misspell_reference_suite(const ScratchTree& tree) {
@@ -391,14 +305,14 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
 
     const CliRun json = lint_in(tree, {"--format", "json"});
     CHECK(json.status == 1);
-    CHECK(JsonSyntax(json.out).valid());
+    CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
     CHECK(has(json.out, R"("errors":1,"warnings":3,"notes":3})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
-    CHECK(JsonSyntax(sarif.out).valid());
+    CHECK(testing::JsonCheck(sarif.out).one_object());
     CHECK(sarif.out.find(R"({"$schema":"https://json.schemastore.org/sarif-2.1.0.json","version":"2.1.0","runs":[)") == 0);
     CHECK(has(sarif.out, R"("driver":{"name":"capsule","version":")"));
     CHECK(has(sarif.out, R"({"id":"unknown-runtime-guard","shortDescription":{"text":")"));
@@ -429,7 +343,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     // Without a project root SARIF names the file by an absolute, percent-encoded URI; the message
     // keeps its text (JSON escapes it instead).
     const std::string sarif = format_diagnostics(one, DiagFormat::Sarif, "0");
-    CHECK(JsonSyntax(sarif).valid());
+    CHECK(testing::JsonCheck(sarif).one_object());
     CHECK(has(sarif, R"("artifactLocation":{"uri":"file:///)"));
     CHECK(has(sarif, R"(/odd%2Cdir%3Ax/100%25.toml"})"));
     CHECK(has(sarif, R"("text":"50% done\r\nnext\nnote: a: b, c")"));
