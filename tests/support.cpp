@@ -85,6 +85,12 @@ const HandlerRegistry& reference_handlers() {
   return registry;
 }
 
+const HandlerSpec& reference_handler(Op op) {
+  const RegisteredHandler* h = reference_handlers().find(op, Provider::Reference, Device::Cpu);
+  REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
+  return h->spec;
+}
+
 ScratchTree::ScratchTree(std::string_view name) {
   root_ = std::filesystem::temp_directory_path() / str("capsule-test-", name, "-", ::getpid());
   std::filesystem::remove_all(root_);

@@ -15,6 +15,7 @@
 
 #include "capsule/diff.hpp"
 #include "capsule/gate.hpp"
+#include "test_support.hpp"
 
 namespace capsule {
 namespace {
@@ -73,10 +74,10 @@ const Impact* find_impact(const TrustDiff& diff, std::string_view profile, Op op
   return nullptr;
 }
 
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+using testing::has;
 
 bool any_note(const Change& c, std::string_view part) {
-  return std::any_of(c.notes.begin(), c.notes.end(), [part](const std::string& n) { return contains(n, part); });
+  return std::any_of(c.notes.begin(), c.notes.end(), [part](const std::string& n) { return has(n, part); });
 }
 
 std::string all_ids(const TrustDiff& diff) {
@@ -153,7 +154,7 @@ TEST_CASE("value evidence moved from a test suite to a trusted boundary is weake
   CHECK(change->obligation == Obligation::Value);
   CHECK(change->before == "test-suite (reference.values)");
   CHECK(change->after == "trusted-boundary (vendor relu kernel)");
-  CHECK(contains(change->message, "now rests on a trusted boundary"));
+  CHECK(has(change->message, "now rests on a trusted boundary"));
   CHECK(any_note(*change, "still labelled checked"));
   CHECK(change->side == Side::Head);
   CHECK(change->where.file == "catalogs/reference.toml");
@@ -164,7 +165,7 @@ TEST_CASE("value evidence moved from a test suite to a trusted boundary is weake
   CHECK(impact->id == "weakened:impact:checked_cpu:relu");
   CHECK(impact->before.accepted);
   CHECK_FALSE(impact->after.accepted);
-  CHECK(contains(impact->message, "gate under checked: accepted -> rejected"));
+  CHECK(has(impact->message, "gate under checked: accepted -> rejected"));
   CHECK(diff.impacts.size() == 1);
   CHECK(exit_status(diff) == 1);
 }
@@ -176,7 +177,7 @@ TEST_CASE("relabelling trusted-external as checked while the evidence stays a tr
   REQUIRE(change != nullptr);
   CHECK(change->before == "trusted-external");
   CHECK(change->after == "checked");
-  CHECK(contains(change->message, "the acceptance gate still rejects it under `checked`"));
+  CHECK(has(change->message, "the acceptance gate still rejects it under `checked`"));
   CHECK(any_note(*change, "rejected value evidence"));
   CHECK(any_note(*change, "trusted boundary: LibTorch/CUDA SDPA implementation"));
   // The evidence itself did not change, so no evidence change is reported.
@@ -221,11 +222,11 @@ TEST_CASE("a profile's assurance widened to external now admits a trusted bounda
   const Change& change = diff.changes.front();
   CHECK(change.id == "weakened:profile:checked_cpu:assurance");
   CHECK(change.kind == ChangeKind::Assurance);
-  CHECK(contains(change.message, "assurance widened"));
-  CHECK(contains(change.message, "now admits a trusted boundary it did not admit before"));
-  CHECK(contains(change.message, "now admits trust trusted-external"));
-  CHECK(contains(change.before, "checked"));
-  CHECK(contains(change.after, "external"));
+  CHECK(has(change.message, "assurance widened"));
+  CHECK(has(change.message, "now admits a trusted boundary it did not admit before"));
+  CHECK(has(change.message, "now admits trust trusted-external"));
+  CHECK(has(change.before, "checked"));
+  CHECK(has(change.after, "external"));
   CHECK(change.where.file == "profiles/checked_cpu.toml");
   CHECK(diff.impacts.empty());  // the same reference capsules are still selected
   CHECK(exit_status(diff) == 1);
@@ -243,15 +244,15 @@ TEST_CASE("reordering modules so another capsule is selected lists the op with o
   CHECK(impact.op == Op::ScaledDotProductAttention);
   CHECK(impact.before.capsule == "native_cuda.direct_attention");
   CHECK(impact.after.capsule == "libtorch.sdpa_forward");
-  CHECK(contains(impact.message, "native_cuda.direct_attention -> libtorch.sdpa_forward"));
-  CHECK(contains(impact.message, "value evidence test-suite (native_cuda.attention) -> trusted-boundary"));
+  CHECK(has(impact.message, "native_cuda.direct_attention -> libtorch.sdpa_forward"));
+  CHECK(has(impact.message, "value evidence test-suite (native_cuda.attention) -> trusted-boundary"));
   // Catalog order alone moved the op onto a trusted boundary: weakened.
   CHECK(impact.id == "weakened:impact:external_auto_cuda:scaled_dot_product_attention");
   CHECK(exit_status(diff) == 1);
   const std::string markdown = render_markdown(diff);
-  CHECK(contains(markdown, "#### Impact on plans (1)"));
-  CHECK(contains(markdown, "native\\_cuda.direct\\_attention (checked, value test-suite, gate accepted)"));
-  CHECK(contains(markdown, "libtorch.sdpa\\_forward (trusted-external, value trusted-boundary, gate accepted)"));
+  CHECK(has(markdown, "#### Impact on plans (1)"));
+  CHECK(has(markdown, "native\\_cuda.direct\\_attention (checked, value test-suite, gate accepted)"));
+  CHECK(has(markdown, "libtorch.sdpa\\_forward (trusted-external, value trusted-boundary, gate accepted)"));
 }
 
 TEST_CASE("whitespace / comments and key order produce no findings") {
@@ -264,7 +265,7 @@ TEST_CASE("whitespace / comments and key order produce no findings") {
   CHECK(exit_status(diff) == 0);
   CHECK(render_text(diff) == "trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\n");
   CHECK(render_markdown(diff) == "### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n");
-  CHECK(contains(render_json(diff), "\"changes\":[],\"impact\":[]"));
+  CHECK(has(render_json(diff), "\"changes\":[],\"impact\":[]"));
 }
 
 // ---- finer rules, on edits of the shipped tree --------------------------------------------------
@@ -377,7 +378,7 @@ TEST_CASE("trusted-external expiry added / extended / shortened / removed or lap
     const TrustDiff diff = diff_trees(base, expiring(Date{year{2027}, month{6}, day{30}}), diff_options());
     const Change* change = find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust-expiry");
     REQUIRE(change != nullptr);
-    CHECK(contains(change->message, "extended from 2026-06-30 to 2027-06-30"));
+    CHECK(has(change->message, "extended from 2026-06-30 to 2027-06-30"));
   }
   SUBCASE("shortened") {
     const TrustDiff diff = diff_trees(base, expiring(Date{year{2026}, month{3}, day{1}}), diff_options());
@@ -391,7 +392,7 @@ TEST_CASE("trusted-external expiry added / extended / shortened / removed or lap
     const TrustDiff diff = diff_trees(base, expiring(Date{year{2025}, month{12}, day{31}}), diff_options());
     const Change* change = find_change(diff, "weakened:capsule:libtorch.sdpa_forward:trust-expiry");
     REQUIRE(change != nullptr);
-    CHECK(contains(change->message, "lapsed: expired on 2025-12-31 (today is 2026-01-15)"));
+    CHECK(has(change->message, "lapsed: expired on 2025-12-31 (today is 2026-01-15)"));
   }
 }
 
@@ -420,7 +421,7 @@ TEST_CASE("added and removed capsules") {
     CHECK(change->side == Side::Base);
     const Impact* impact = find_impact(diff, "checked_cpu", Op::Relu);
     REQUIRE(impact != nullptr);
-    CHECK(contains(impact->message, "now unplannable: no admissible kernel capsule for op relu on device cpu"));
+    CHECK(has(impact->message, "now unplannable: no admissible kernel capsule for op relu on device cpu"));
     CHECK(exit_status(diff) == 0);
   }
   SUBCASE("added labelled checked on a trusted boundary is the label trap, weakened") {
@@ -433,7 +434,7 @@ TEST_CASE("added and removed capsules") {
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
     const Change* change = find_change(diff, "weakened:capsule:reference.fast_matmul:added");
     REQUIRE(change != nullptr);
-    CHECK(contains(change->message, "label versus evidence"));
+    CHECK(has(change->message, "label versus evidence"));
   }
 }
 
@@ -462,7 +463,7 @@ TEST_CASE("assurance narrowed is strengthened and the impact shows the safer cap
   const TrustDiff diff = diff_trees(shipped(), head, diff_options());
   const Change* change = find_change(diff, "strengthened:profile:libtorch_forward_cuda:assurance");
   REQUIRE(change != nullptr);
-  CHECK(contains(change->message, "no longer admits trust trusted-external"));
+  CHECK(has(change->message, "no longer admits trust trusted-external"));
   const Impact* impact = find_impact(diff, "libtorch_forward_cuda", Op::ScaledDotProductAttention);
   REQUIRE(impact != nullptr);
   CHECK(impact->before.capsule == "libtorch.sdpa_forward");
@@ -499,11 +500,11 @@ TEST_CASE("waived changes are shown but do not fail; an expired waiver fails") {
     CHECK(n.waived == 2);
     CHECK(n.weakened == 1);
     CHECK(impact->covered_by_cause);
-    CHECK(contains(render_text(diff), "waived by Ada Reviewer until 2026-06-30: reviewed in the pull request"));
-    CHECK(contains(render_text(diff), "caused by: weakened:capsule:reference.relu:value"));
-    CHECK(contains(render_markdown(diff), "weakened (waived)"));
-    CHECK(contains(render_json(diff), "\"waiver\":{\"change\":\"weakened:capsule:reference.relu:value\""));
-    CHECK(contains(render_json(diff), "\"waived_via_cause\":true"));
+    CHECK(has(render_text(diff), "waived by Ada Reviewer until 2026-06-30: reviewed in the pull request"));
+    CHECK(has(render_text(diff), "caused by: weakened:capsule:reference.relu:value"));
+    CHECK(has(render_markdown(diff), "weakened (waived)"));
+    CHECK(has(render_json(diff), "\"waiver\":{\"change\":\"weakened:capsule:reference.relu:value\""));
+    CHECK(has(render_json(diff), "\"waived_via_cause\":true"));
   }
   SUBCASE("an expired waiver waives nothing and fails even when nothing else would") {
     const std::vector<Waiver> waivers{waiver_for("weakened:capsule:reference.relu:value", later),
@@ -511,8 +512,8 @@ TEST_CASE("waived changes are shown but do not fail; an expired waiver fails") {
     apply_waivers(diff, waivers);
     CHECK(diff.expired_waivers.size() == 1);
     CHECK(exit_status(diff) == 1);
-    CHECK(contains(render_text(diff), "result: fails (exit 1): 1 expired waiver\n"));
-    CHECK(contains(render_text(diff), "expired (fails): weakened:capsule:reference.add:value"));
+    CHECK(has(render_text(diff), "result: fails (exit 1): 1 expired waiver\n"));
+    CHECK(has(render_text(diff), "expired (fails): weakened:capsule:reference.add:value"));
   }
   SUBCASE("a waiver expiring today still holds; one naming nothing is listed as unused") {
     const std::vector<Waiver> waivers{waiver_for("weakened:capsule:reference.relu:value", kToday),
@@ -542,7 +543,7 @@ TEST_CASE("an impact whose capsule moved must be accepted on its own") {
         waiver_for("weakened:capsule:libtorch.sdpa_forward:trust", Date{year{2026}, month{6}, day{30}})};
     apply_waivers(diff, waivers);
     CHECK(exit_status(diff) == 1);
-    CHECK(contains(render_markdown(diff), "change = \"weakened:impact:libtorch_forward_strict:scaled_dot_product_attention\""));
+    CHECK(has(render_markdown(diff), "change = \"weakened:impact:libtorch_forward_strict:scaled_dot_product_attention\""));
   }
 }
 
@@ -611,10 +612,10 @@ expires = 2026-07-30
     REQUIRE_FALSE(waivers.has_value());
     const std::string text = render(waivers.error());
     INFO(text);
-    CHECK(contains(text, "error[missing-field]: [[waiver]] is missing `expires`"));
-    CHECK(contains(text, "w.toml:8:10: error[invalid-value]: malformed change id `weaker:capsule:reference.relu:value`"));
-    CHECK(contains(text, "w.toml:20:10: error[invalid-value]: duplicate waiver for change `weakened:impact:checked_cpu:relu`"));
-    CHECK(contains(text, "first waived at w.toml:14:10"));
+    CHECK(has(text, "error[missing-field]: [[waiver]] is missing `expires`"));
+    CHECK(has(text, "w.toml:8:10: error[invalid-value]: malformed change id `weaker:capsule:reference.relu:value`"));
+    CHECK(has(text, "w.toml:20:10: error[invalid-value]: duplicate waiver for change `weakened:impact:checked_cpu:relu`"));
+    CHECK(has(text, "first waived at w.toml:14:10"));
   }
   SUBCASE("a file that cannot be read") {
     const auto waivers = load_waivers(case_dir("no-such-waivers.toml"));
@@ -632,31 +633,31 @@ TEST_CASE("renderers: text lists ids / markdown reads as a pull-request comment 
   CHECK(text.rfind("trust diff base -> head: 1 weakened, 0 strengthened, 1 neutral; 1 op impacted (1 weakened); 0 waived\n"
                    "result: fails (exit 1): 2 weakened findings not waived\n",
                    0) == 0);
-  CHECK(contains(text, "\nweakened changes:\n  weakened:capsule:reference.relu:value\n    value evidence weakened; the claim "
+  CHECK(has(text, "\nweakened changes:\n  weakened:capsule:reference.relu:value\n    value evidence weakened; the claim "
                        "now rests on a trusted boundary\n    test-suite (reference.values) -> trusted-boundary (vendor relu "
                        "kernel)\n"));
-  CHECK(contains(text, "    at catalogs/reference.toml:"));
-  CHECK(contains(text, "\nimpact on plans:\n  weakened:impact:checked_cpu:relu\n"));
+  CHECK(has(text, "    at catalogs/reference.toml:"));
+  CHECK(has(text, "\nimpact on plans:\n  weakened:impact:checked_cpu:relu\n"));
 
   const std::string markdown = render_markdown(diff);
   INFO(markdown);
   CHECK(markdown.rfind("### Trust diff `base` → `head`\n\n**Result: fails** (exit 1: 2 weakened findings not waived) · 1 weakened, "
                            "0 strengthened, 1 neutral", 0) == 0);
-  CHECK(contains(markdown, "#### Weakened (1)\n\n| change | what | where |\n|---|---|---|\n| `weakened:capsule:reference.relu:value` |"));
-  CHECK(contains(markdown, "<details><summary>1 neutral change (shown, not failing)</summary>"));
-  CHECK(contains(markdown, "| `checked_cpu` | `relu` | reference.relu (checked, value test-suite, gate accepted) | "
+  CHECK(has(markdown, "#### Weakened (1)\n\n| change | what | where |\n|---|---|---|\n| `weakened:capsule:reference.relu:value` |"));
+  CHECK(has(markdown, "<details><summary>1 neutral change (shown, not failing)</summary>"));
+  CHECK(has(markdown, "| `checked_cpu` | `relu` | reference.relu (checked, value test-suite, gate accepted) | "
                            "reference.relu (checked, value trusted-boundary, gate rejected) | **weakened** |"));
-  CHECK(contains(markdown, "[[waiver]]\nchange = \"weakened:capsule:reference.relu:value\"\naccepted_by = \"\""));
-  CHECK(contains(markdown, "expires = 2026-04-15"));
+  CHECK(has(markdown, "[[waiver]]\nchange = \"weakened:capsule:reference.relu:value\"\naccepted_by = \"\""));
+  CHECK(has(markdown, "expires = 2026-04-15"));
 
   const std::string json = render_json(diff);
   INFO(json);
   CHECK(json.rfind("{\"base\":\"base\",\"head\":\"head\",\"today\":\"2026-01-15\",\"summary\":{\"weakened\":1,", 0) == 0);
-  CHECK(contains(json, "\"exit_status\":1"));
-  CHECK(contains(json, "{\"id\":\"weakened:capsule:reference.relu:value\",\"direction\":\"weakened\",\"scope\":\"capsule\","
+  CHECK(has(json, "\"exit_status\":1"));
+  CHECK(has(json, "{\"id\":\"weakened:capsule:reference.relu:value\",\"direction\":\"weakened\",\"scope\":\"capsule\","
                        "\"kind\":\"evidence\",\"subject\":\"reference.relu\",\"aspect\":\"value\",\"obligation\":\"value\""));
-  CHECK(contains(json, "\"after\":{\"planned\":true,\"capsule\":\"reference.relu\",\"module\":\"reference\""));
-  CHECK(contains(json, "\"gate\":\"rejected\""));
+  CHECK(has(json, "\"after\":{\"planned\":true,\"capsule\":\"reference.relu\",\"module\":\"reference\""));
+  CHECK(has(json, "\"gate\":\"rejected\""));
 }
 
 TEST_CASE("change ids are unique and use the documented key format") {
@@ -702,10 +703,10 @@ TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision wit
 
   const auto missing = materialize_git_tree("no-such-revision-xyz", repo, scratch / "bad");
   REQUIRE_FALSE(missing.has_value());
-  CHECK(contains(missing.error(), "`no-such-revision-xyz` is not a commit of the repository"));
+  CHECK(has(missing.error(), "`no-such-revision-xyz` is not a commit of the repository"));
   const auto option = materialize_git_tree("--output=/tmp/x", repo, scratch / "bad");
   REQUIRE_FALSE(option.has_value());
-  CHECK(contains(option.error(), "invalid git revision"));
+  CHECK(has(option.error(), "invalid git revision"));
   std::filesystem::remove_all(scratch);
 }
 

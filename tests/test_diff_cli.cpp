@@ -19,7 +19,7 @@ testing::CliRun diff(std::string_view fixture, std::vector<std::string> extra = 
   return testing::run_cli(std::move(args));
 }
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using testing::has;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "test_support.hpp"
 
 using capsule::testing::CliRun;
+using capsule::testing::has;
 using capsule::testing::source_dir;
 
 namespace {
@@ -23,7 +24,6 @@ CliRun run(std::vector<std::string> args) {
   return capsule::testing::run_cli(std::move(args));
 }
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 /// The numbers after `loss ` on each `step K/N loss X` line.
 std::vector<double> step_losses(const std::string& out) {

@@ -20,7 +20,7 @@ namespace {
 using testing::CliRun;
 using testing::ScratchTree;
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using testing::has;
 
 std::size_t count(const std::string& text, std::string_view part) {
   std::size_t n = 0;

@@ -22,14 +22,10 @@ namespace {
 
 constexpr std::array kDTypes{DType::F32, DType::F64};
 
-const HandlerSpec& handler(Op op) {
-  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
-  REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
-  return h->spec;
-}
+using testing::reference_handler;
 
 RuntimeResult<Tensor> forward(Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {}) {
-  return handler(op).forward(inputs, attrs);
+  return reference_handler(op).forward(inputs, attrs);
 }
 
 /// Runs the forward kernel and fails the test (with the kernel's message) when it fails.
@@ -42,8 +38,8 @@ Tensor run(Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {}) 
 std::vector<Tensor> run_backward(Op op, const std::vector<Tensor>& inputs, const Tensor& grad,
                                  const OpAttrs& attrs = {}) {
   const Tensor out = run(op, inputs, attrs);
-  REQUIRE((handler(op).backward != nullptr));
-  auto grads = handler(op).backward(inputs, out, grad, attrs);
+  REQUIRE((reference_handler(op).backward != nullptr));
+  auto grads = reference_handler(op).backward(inputs, out, grad, attrs);
   REQUIRE_MESSAGE(grads.has_value(), to_string(op) << ": " << (grads ? std::string() : grads.error().message));
   return *grads;
 }
@@ -77,7 +73,7 @@ void expect_error(const RuntimeResult<Tensor>& result, RuntimeCode code, const s
 
 void check_vjp(Op op, std::vector<Tensor> inputs, const OpAttrs& attrs, const std::vector<std::size_t>& which) {
   INFO(to_string(op));
-  const HandlerSpec& h = handler(op);
+  const HandlerSpec& h = reference_handler(op);
   REQUIRE((h.backward != nullptr));
   const test::GradcheckReport report = test::gradcheck_kernel(h.forward, h.backward, std::move(inputs), attrs, which);
   CHECK_MESSAGE(report.ok, to_string(op) << ": " << report.detail << " (worst " << report.worst_error << ")");
@@ -267,7 +263,7 @@ TEST_SUITE("reference.values") {
       attrs.k = 1;
       const double nan = std::numeric_limits<double>::quiet_NaN();
       expect_values(run(Op::TopKMask, {tensor({3}, dt, {1, nan, 2})}, attrs), {3}, {0, 1, 0});
-      CHECK((handler(Op::TopKMask).backward == nullptr));
+      CHECK((reference_handler(Op::TopKMask).backward == nullptr));
     }
   }
 
@@ -402,8 +398,8 @@ TEST_SUITE("reference.values") {
       for (const double v : run(Op::BernoulliMask, {}, attrs).to_vector()) CHECK(v == 0.0);
       attrs.p = 1.0;
       for (const double v : run(Op::BernoulliMask, {}, attrs).to_vector()) CHECK(v == 1.0);
-      CHECK((handler(Op::RandUniform).backward == nullptr));
-      CHECK((handler(Op::BernoulliMask).backward == nullptr));
+      CHECK((reference_handler(Op::RandUniform).backward == nullptr));
+      CHECK((reference_handler(Op::BernoulliMask).backward == nullptr));
     }
   }
 
@@ -515,7 +511,7 @@ TEST_SUITE("reference.values") {
                  {"scatter_add", "[2, 3]", "[1, 3]"});
 
     // A backward kernel checks the incoming gradient against the forward output's shape.
-    const HandlerSpec& relu = handler(Op::Relu);
+    const HandlerSpec& relu = reference_handler(Op::Relu);
     auto grads = relu.backward(std::vector<Tensor>{a}, a, b, OpAttrs{});
     REQUIRE_FALSE(grads.has_value());
     CHECK(grads.error().code == RuntimeCode::ShapeMismatch);

@@ -16,11 +16,7 @@ using namespace capsule;
 
 namespace {
 
-const HandlerSpec& handler(Op op) {
-  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
-  REQUIRE_MESSAGE(h != nullptr, "no reference handler for ", to_string(op));
-  return h->spec;
-}
+using testing::reference_handler;
 
 Tensor make(std::initializer_list<std::int64_t> dims, DType dtype, std::vector<double> values) {
   auto shape = Shape::make(dims);
@@ -31,13 +27,13 @@ Tensor make(std::initializer_list<std::int64_t> dims, DType dtype, std::vector<d
 }
 
 Tensor run(Op op, std::vector<Tensor> inputs, const OpAttrs& attrs = {}) {
-  auto out = handler(op).forward(inputs, attrs);
+  auto out = reference_handler(op).forward(inputs, attrs);
   REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
   return *out;
 }
 
 RuntimeError run_error(Op op, std::vector<Tensor> inputs, const OpAttrs& attrs = {}) {
-  auto out = handler(op).forward(inputs, attrs);
+  auto out = reference_handler(op).forward(inputs, attrs);
   REQUIRE_FALSE(out.has_value());
   return out.error();
 }
@@ -52,7 +48,7 @@ void expect_values(const Tensor& t, std::vector<std::int64_t> dims, const std::v
   }
 }
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using testing::has;
 
 constexpr DType kDtypes[] = {DType::F32, DType::F64};
 
@@ -65,7 +61,7 @@ double dot(const Tensor& a, const Tensor& b) {
 }
 
 void gradcheck(Op op, std::vector<Tensor> inputs, const OpAttrs& attrs, std::vector<std::size_t> differentiable) {
-  const HandlerSpec& spec = handler(op);
+  const HandlerSpec& spec = reference_handler(op);
   auto report = capsule::test::gradcheck_kernel(spec.forward, spec.backward, std::move(inputs), attrs, differentiable);
   INFO(to_string(op), ": ", report.detail, " (worst ", report.worst_error, ")");
   CHECK(report.ok);
@@ -289,7 +285,7 @@ TEST_SUITE("reference.values") {
       Tensor out = run(Op::MaxPool, {x}, a);
       Tensor g = make({1, 1, 1, 1}, dt, {3});
       std::vector<Tensor> inputs = {x};
-      auto grads = handler(Op::MaxPool).backward(inputs, out, g, a);
+      auto grads = reference_handler(Op::MaxPool).backward(inputs, out, g, a);
       REQUIRE(grads.has_value());
       expect_values((*grads)[0], {1, 1, 2, 2}, {3, 0, 0, 0});
     }
@@ -328,7 +324,7 @@ TEST_SUITE("reference.values") {
       Tensor shared = make({1, 2}, dt, {1, 1});
       expect_values(run(Op::ScaledDotProductAttention, {bq, bk, bv, shared}), {2, 1, 1}, {3, 7});
       // The fully masked row takes no gradient.
-      auto grads = handler(Op::ScaledDotProductAttention)
+      auto grads = reference_handler(Op::ScaledDotProductAttention)
                        .backward(std::vector<Tensor>{q, k, v, mask}, masked, make({2, 1}, dt, {1, 1}), OpAttrs{});
       REQUIRE(grads.has_value());
       CHECK((*grads)[0].at(0) == 0.0);
@@ -340,63 +336,63 @@ TEST_SUITE("reference.values") {
     const DType dt = DType::F64;
     auto e = run_error(Op::Matmul, {make({2, 3}, dt, {1, 2, 3, 4, 5, 6}), make({4, 1}, dt, {1, 2, 3, 4})});
     CHECK(e.code == RuntimeCode::ShapeMismatch);
-    CHECK(contains(e.message, "matmul"));
-    CHECK(contains(e.message, "[2, 3]"));
-    CHECK(contains(e.message, "[4, 1]"));
+    CHECK(has(e.message, "matmul"));
+    CHECK(has(e.message, "[2, 3]"));
+    CHECK(has(e.message, "[4, 1]"));
     e = run_error(Op::Matmul, {random_tensor({2, 2, 3}, 1), random_tensor({3, 3, 2}, 2)});
-    CHECK(contains(e.message, "batch dimension 0"));
+    CHECK(has(e.message, "batch dimension 0"));
     e = run_error(Op::Matmul, {random_tensor({2}, 1), random_tensor({2}, 2)});
-    CHECK(contains(e.message, "rank >= 2"));
+    CHECK(has(e.message, "rank >= 2"));
     e = run_error(Op::Matmul, {random_tensor({2, 2}, 1)});
     CHECK(e.code == RuntimeCode::InvalidArgument);
-    CHECK(contains(e.message, "got 1 inputs; expected 2"));
+    CHECK(has(e.message, "got 1 inputs; expected 2"));
     e = run_error(Op::Matmul, {make({1, 1}, DType::F32, {1}), make({1, 1}, DType::F64, {1})});
     CHECK(e.code == RuntimeCode::DTypeMismatch);
     OpAttrs inf;
     inf.alpha = INFINITY;
     e = run_error(Op::ScaledMatmul, {random_tensor({1, 1}, 1), random_tensor({1, 1}, 2)}, inf);
-    CHECK(contains(e.message, "alpha"));
+    CHECK(has(e.message, "alpha"));
 
     e = run_error(Op::Linear, {random_tensor({2, 3}, 1), random_tensor({4, 2}, 2)});
-    CHECK(contains(e.message, "[2, 3]"));
-    CHECK(contains(e.message, "[4, 2]"));
+    CHECK(has(e.message, "[2, 3]"));
+    CHECK(has(e.message, "[4, 2]"));
     e = run_error(Op::Linear, {random_tensor({2, 3}, 1), random_tensor({4, 3}, 2), random_tensor({3}, 3)});
-    CHECK(contains(e.message, "bias has shape [3]; expected [4]"));
+    CHECK(has(e.message, "bias has shape [3]; expected [4]"));
     e = run_error(Op::MseLoss, {random_tensor({2}, 1), random_tensor({3}, 2)});
-    CHECK(contains(e.message, "mse_loss: pred has shape [2] and target has shape [3]"));
+    CHECK(has(e.message, "mse_loss: pred has shape [2] and target has shape [3]"));
     e = run_error(Op::MseLoss, {random_tensor({0}, 1), random_tensor({0}, 2)});
-    CHECK(contains(e.message, "empty"));
+    CHECK(has(e.message, "empty"));
     e = run_error(Op::CrossEntropy, {random_tensor({2, 3}, 1), random_tensor({3}, 2)});
-    CHECK(contains(e.message, "[n, c]"));
+    CHECK(has(e.message, "[n, c]"));
     OpAttrs cold;
     cold.temperature = 0;
     e = run_error(Op::Distill, {random_tensor({1, 2}, 1), random_tensor({1, 2}, 2)}, cold);
-    CHECK(contains(e.message, "temperature is 0"));
+    CHECK(has(e.message, "temperature is 0"));
 
     e = run_error(Op::LayerNorm, {random_tensor({2, 3}, 1), random_tensor({2}, 2)});
-    CHECK(contains(e.message, "gamma has shape [2]; expected [3]"));
+    CHECK(has(e.message, "gamma has shape [2]; expected [3]"));
     OpAttrs neg;
     neg.eps = -1;
     e = run_error(Op::LayerNorm, {random_tensor({2, 3}, 1)}, neg);
-    CHECK(contains(e.message, "eps is -1"));
+    CHECK(has(e.message, "eps is -1"));
     e = run_error(Op::BatchNorm, {random_tensor({2, 3}, 1), Tensor(), random_tensor({2}, 2)});
-    CHECK(contains(e.message, "beta has shape [2]; expected [3]"));
+    CHECK(has(e.message, "beta has shape [2]; expected [3]"));
 
     e = run_error(Op::Conv, {random_tensor({1, 3, 5}, 1), random_tensor({2, 2, 3}, 2)});
     CHECK(e.code == RuntimeCode::ShapeMismatch);
-    CHECK(contains(e.message, "[1, 3, 5]"));
-    CHECK(contains(e.message, "[2, 2, 3]"));
+    CHECK(has(e.message, "[1, 3, 5]"));
+    CHECK(has(e.message, "[2, 2, 3]"));
     e = run_error(Op::Conv, {random_tensor({1, 1, 2}, 1), random_tensor({1, 1, 3}, 2)});
-    CHECK(contains(e.message, "smaller than the window extent 3"));
+    CHECK(has(e.message, "smaller than the window extent 3"));
     OpAttrs bad_stride;
     bad_stride.stride = {0};
     e = run_error(Op::Conv, {random_tensor({1, 1, 4}, 1), random_tensor({1, 1, 3}, 2)}, bad_stride);
     CHECK(e.code == RuntimeCode::InvalidArgument);
-    CHECK(contains(e.message, "stride [0]"));
+    CHECK(has(e.message, "stride [0]"));
     OpAttrs two_strides;
     two_strides.stride = {1, 1};
     e = run_error(Op::Conv, {random_tensor({1, 1, 4}, 1), random_tensor({1, 1, 3}, 2)}, two_strides);
-    CHECK(contains(e.message, "expected 1 (one per spatial dim)"));
+    CHECK(has(e.message, "expected 1 (one per spatial dim)"));
     OpAttrs big_pad;
     big_pad.padding = {std::int64_t{1} << 62};
     e = run_error(Op::Conv, {random_tensor({1, 1, 4}, 1), random_tensor({1, 1, 3}, 2)}, big_pad);
@@ -404,27 +400,27 @@ TEST_SUITE("reference.values") {
     OpAttrs out_pad;
     out_pad.output_padding = {1};
     e = run_error(Op::ConvTranspose, {random_tensor({1, 1, 4}, 1), random_tensor({1, 1, 3}, 2)}, out_pad);
-    CHECK(contains(e.message, "output_padding [1]"));
+    CHECK(has(e.message, "output_padding [1]"));
     e = run_error(Op::ConvTranspose, {random_tensor({1, 2, 4}, 1), random_tensor({3, 1, 3}, 2)});
-    CHECK(contains(e.message, "[3, 1, 3]"));
+    CHECK(has(e.message, "[3, 1, 3]"));
 
     OpAttrs pool;
     pool.kernel = {2};
     pool.padding = {2};
     e = run_error(Op::MaxPool, {random_tensor({1, 1, 4}, 1)}, pool);
-    CHECK(contains(e.message, "padding <= kernel / 2"));
+    CHECK(has(e.message, "padding <= kernel / 2"));
     OpAttrs no_kernel;
     e = run_error(Op::AvgPool, {random_tensor({1, 1, 4}, 1)}, no_kernel);
-    CHECK(contains(e.message, "kernel []"));
+    CHECK(has(e.message, "kernel []"));
     e = run_error(Op::AvgPool, {random_tensor({4}, 1)}, pool);
-    CHECK(contains(e.message, "[n, c, l] or [n, c, h, w]"));
+    CHECK(has(e.message, "[n, c, l] or [n, c, h, w]"));
 
     e = run_error(Op::ScaledDotProductAttention, {random_tensor({2, 3}, 1), random_tensor({4, 2}, 2),
                                                   random_tensor({4, 5}, 3)});
-    CHECK(contains(e.message, "q [2, 3], k [4, 2], v [4, 5]"));
+    CHECK(has(e.message, "q [2, 3], k [4, 2], v [4, 5]"));
     e = run_error(Op::ScaledDotProductAttention, {random_tensor({2, 3}, 1), random_tensor({4, 3}, 2),
                                                   random_tensor({4, 5}, 3), random_tensor({4, 2}, 4)});
-    CHECK(contains(e.message, "mask has shape [4, 2]"));
+    CHECK(has(e.message, "mask has shape [4, 2]"));
   }
 
   TEST_CASE("matmul is bitwise the naive fixed-left loop") {

@@ -17,7 +17,7 @@ testing::CliRun run_in(const testing::ScratchTree& tree, std::vector<std::string
   return testing::run_cli(std::move(args));
 }
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using testing::has;
 
 }  // namespace
 

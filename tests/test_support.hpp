@@ -63,6 +63,12 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
 contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "test-suite", name = "inline.vjps" } }
 )";
 
+/// True when `part` occurs in `text`.
+inline bool has(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+/// The reference CPU handler of `op`; fails the test when there is none.
+const HandlerSpec& reference_handler(Op op);
+
 /// Reads a whole file.
 std::string read_text(const std::filesystem::path& file);
 

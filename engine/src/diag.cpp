@@ -60,4 +60,10 @@ bool has_errors(const Diagnostics& diagnostics) {
                      [](const Diagnostic& d) { return d.severity == Severity::Error; });
 }
 
+std::array<std::size_t, 3> severity_counts(const Diagnostics& diagnostics) {
+  std::array<std::size_t, 3> counts{};
+  for (const Diagnostic& d : diagnostics) ++counts[static_cast<std::size_t>(d.severity)];
+  return counts;
+}
+
 }  // namespace capsule

@@ -68,15 +68,6 @@ std::string under_root(const std::string& file, const fs::path& root) {
   return relative.generic_string();
 }
 
-std::string_view sarif_level(Severity severity) {
-  switch (severity) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    case Severity::Note: return "note";
-  }
-  return "error";
-}
-
 std::string_view github_command(Severity severity) {
   switch (severity) {
     case Severity::Error: return "error";
@@ -118,7 +109,7 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
         .end_object()
         .key("defaultConfiguration")
         .begin_object()
-        .field("level", sarif_level(rule != nullptr ? rule->severity : Severity::Error))
+        .field("level", to_string(rule != nullptr ? rule->severity : Severity::Error))
         .end_object()
         .end_object();
   }
@@ -135,7 +126,7 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
     json.begin_object()
         .field("ruleId", to_string(d.code))
         .field("ruleIndex", static_cast<std::int64_t>(index))
-        .field("level", sarif_level(d.severity))
+        .field("level", to_string(d.severity))
         .key("message")
         .begin_object()
         .field("text", full_message(d))
@@ -173,9 +164,7 @@ std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format
     case DiagFormat::Json: {
       JsonWriter json;
       json.begin_object().key("diagnostics").begin_array();
-      std::array<std::int64_t, 3> counts{};  // indexed by Severity
       for (const Diagnostic& d : diagnostics) {
-        ++counts[static_cast<std::size_t>(d.severity)];
         json.begin_object()
             .field("severity", to_string(d.severity))
             .field("code", to_string(d.code))
@@ -188,9 +177,10 @@ std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format
             .end_object();
       }
       json.end_array();
-      json.field("errors", counts[static_cast<std::size_t>(Severity::Error)])
-          .field("warnings", counts[static_cast<std::size_t>(Severity::Warning)])
-          .field("notes", counts[static_cast<std::size_t>(Severity::Note)]);
+      const std::array<std::size_t, 3> counts = severity_counts(diagnostics);
+      json.field("errors", static_cast<std::int64_t>(counts[static_cast<std::size_t>(Severity::Error)]))
+          .field("warnings", static_cast<std::int64_t>(counts[static_cast<std::size_t>(Severity::Warning)]))
+          .field("notes", static_cast<std::int64_t>(counts[static_cast<std::size_t>(Severity::Note)]));
       json.end_object();
       return json.str() + "\n";
     }

@@ -275,11 +275,7 @@ SourceLoc relative(const SourceLoc& where, const std::filesystem::path& root) {
   return out;
 }
 
-std::string location_words(const SourceLoc& where) {
-  if (where.file.empty()) return {};
-  if (where.line == 0) return where.file;
-  return str(where.file, ":", where.line, ":", where.column);
-}
+std::string location_words(const SourceLoc& where) { return where.file.empty() ? std::string() : str(where); }
 
 // ---- capsule matching -----------------------------------------------------------------------
 
@@ -897,6 +893,7 @@ void Differ::impact() {
     if (!b) continue;  // a new profile has no BASE plan; its ProfileAdded change says what it admits
     const auto resolved_base = resolve_profile(base_.workspace, b);
     const auto resolved_head = resolve_profile(head_.workspace, h);
+    const std::string assurance = h->policy.assurance.label();
     for (const Op op : all_values<Op>()) {
       Selection was = select(resolved_base, op);
       Selection now = select(resolved_head, op);
@@ -905,7 +902,7 @@ void Differ::impact() {
       row.profile = h->name;
       row.op = op;
       row.direction = impact_direction(was, now);
-      row.message = impact_message(was, now, h->policy.assurance.label());
+      row.message = impact_message(was, now, assurance);
       row.where = relative(h->where, head_.root);
       row.before = std::move(was);
       row.after = std::move(now);
@@ -1475,7 +1472,7 @@ std::string render_markdown(const TrustDiff& diff) {
     out += "\n<details><summary>Accepting these changes after review</summary>\n\n"
            "Add to the waivers file passed with `--accept`:\n\n```toml\nschema = 1\n";
     for (const std::string& id : open) {
-      out += str("\n[[waiver]]\nchange = ", json_escape(id), "\naccepted_by = \"\"\nreason = \"\"\nexpires = ",
+      out += str("\n[[waiver]]\nchange = ", toml_quoted(id), "\naccepted_by = \"\"\nreason = \"\"\nexpires = ",
                  format_date(Date{std::chrono::sys_days{diff.today} + std::chrono::days{90}}), "\n");
     }
     out += "```\n\n</details>\n";

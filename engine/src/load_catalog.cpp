@@ -159,14 +159,11 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
 
 /// Parses [defaults] (`is_defaults`: no `name`, which must be unique per capsule) or a [[capsule]].
 PartialCapsule parse_partial(FileContext& context, const toml::table& table, std::string what, bool is_defaults) {
+  // `name` comes first so that [defaults] takes the same list without it.
   static constexpr std::array<std::string_view, 13> kCapsuleKeys{
       "name", "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
       "reason", "owner", "expires", "contracts"};
-  static constexpr std::array<std::string_view, 12> kDefaultKeys{
-      "summary", "op", "provider", "device", "trust", "forward", "vjp", "reduction",
-      "reason", "owner", "expires", "contracts"};
-  Fields fields(context, table, std::move(what),
-                is_defaults ? std::span<const std::string_view>(kDefaultKeys) : std::span<const std::string_view>(kCapsuleKeys));
+  Fields fields(context, table, std::move(what), std::span<const std::string_view>(kCapsuleKeys).subspan(is_defaults ? 1 : 0));
   PartialCapsule partial;
   partial.where = fields.where();
   // Records keys whose value was present but rejected, so `finish` does not also call them
@@ -328,7 +325,7 @@ struct Finisher {
       if (contracts[static_cast<std::size_t>(obligation)] == nullptr) continue;  // reported above
       const PartialContract& partial = *contracts[static_cast<std::size_t>(obligation)];
       bool contract_ok = true;
-      const std::string field = str("contracts.", to_string(obligation));
+      const std::string_view field = kContractFields[static_cast<std::size_t>(obligation)];
       ContractDescriptor& descriptor = capsule.contract(obligation);
       if (!partial.claim || !partial.evidence) {
         // Missing pieces: report them unless the parse already reported a bad value there.

@@ -361,8 +361,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
-  std::array<std::size_t, 3> counts{};  // indexed by Severity
-  for (const Diagnostic& d : findings) ++counts[static_cast<std::size_t>(d.severity)];
+  const std::array<std::size_t, 3> counts = severity_counts(findings);
   const std::size_t errors = counts[static_cast<std::size_t>(Severity::Error)];
   if (format == DiagFormat::Text) {
     ctx.out << str("lint: ", workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
@@ -774,7 +773,7 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
       "capsule diff BASE HEAD [--git] [--repo DIR] [--format text|markdown|json] [--accept FILE]");
   options.add_options()("base", po::value<std::string>(), "the tree before: a directory holding catalogs/ and profiles/")
       ("head", po::value<std::string>(), "the tree after")
-      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read with git archive, no checkout)")
+      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no checkout)")
       ("repo", po::value<std::string>()->default_value("."), "with --git: a directory inside the repository")
       ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
       ("accept", po::value<std::string>(), "a reviewed waivers file (TOML) whose changes do not fail the run")

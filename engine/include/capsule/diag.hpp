@@ -119,4 +119,7 @@ std::string render(const Diagnostics& diagnostics);
 
 bool has_errors(const Diagnostics& diagnostics);
 
+/// How many diagnostics have each severity, indexed by Severity.
+std::array<std::size_t, 3> severity_counts(const Diagnostics& diagnostics);
+
 }  // namespace capsule

@@ -61,7 +61,10 @@ RuntimeError shape_error(std::string_view layer, std::string_view expected, std:
                       str(layer, ": input of shape ", toml_int_list(got), "; expected ", expected)};
 }
 
-std::vector<std::int64_t> dims_of(const Var& x) { return x.shape().to_vector(); }
+/// The `const` node of a parameter: its name and shape.
+std::uint32_t add_const(GraphBuilder& graph, const Parameter& p, std::span<const std::int64_t> shape) {
+  return graph.add("const", {}, {{"name", toml_quoted(p.name)}, {"shape", toml_int_list(shape)}});
+}
 
 /// Output length of a convolution or pooling window along one axis.
 std::int64_t window_out(std::int64_t size, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
@@ -161,7 +164,7 @@ RuntimeResult<Var> Linear::forward(Session& session, const Var& x) {
   const Shape& shape = x.shape();
   const bool sample = shape.rank() == 1 && shape[0] == in_;
   const bool batch = shape.rank() == 2 && shape[1] == in_;
-  if (!sample && !batch) return fail(shape_error(describe(), str("[", in_, "] or [n, ", in_, "]"), dims_of(x)));
+  if (!sample && !batch) return fail(shape_error(describe(), str("[", in_, "] or [n, ", in_, "]"), x.shape().dims()));
   // TorchLean's IR lowering runs a single sample as a one-row batch; the eager path does the same
   // so the ops it runs are the ops the lowered graph plans.
   Var rows = x;
@@ -199,12 +202,12 @@ RuntimeResult<LoweredValue> Linear::lower(GraphBuilder& graph, const LoweredValu
     rows = graph.add("reshape", {input.node}, {{"from", toml_int_list(shape)}, {"to", toml_int_list(to)}});
   }
   const std::vector<std::int64_t> weight_shape{out_, in_};
-  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_quoted(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
+  const std::uint32_t weight = add_const(graph, weight_, weight_shape);
   const std::uint32_t weight_t = graph.add("transpose", {weight}, {{"dim0", "0"}, {"dim1", "1"}});
   const std::uint32_t product = graph.add("matmul", {rows, weight_t});
   const std::vector<std::int64_t> bias_shape{out_};
   const std::vector<std::int64_t> rows_shape{n, out_};
-  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_quoted(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
+  const std::uint32_t bias = add_const(graph, bias_, bias_shape);
   const std::uint32_t spread =
       graph.add("broadcast_to", {bias}, {{"from", toml_int_list(bias_shape)}, {"to", toml_int_list(rows_shape)}});
   const std::uint32_t sum = graph.add("add", {product, spread});
@@ -293,7 +296,7 @@ RuntimeResult<std::vector<std::int64_t>> window_shape(std::string_view layer, st
 RuntimeResult<Var> Conv2d::forward(Session& session, const Var& x) {
   CAPSULE_CHECK(check_defined(weight_, describe()));
   CAPSULE_CHECK(check_defined(bias_, describe()));
-  CAPSULE_CHECK(window_shape(describe(), dims_of(x), in_channels_, out_channels_, kernel_, stride_, padding_));
+  CAPSULE_CHECK(window_shape(describe(), x.shape().dims(), in_channels_, out_channels_, kernel_, stride_, padding_));
   OpAttrs attrs;
   attrs.stride = {stride_, stride_};
   attrs.padding = {padding_, padding_};
@@ -309,8 +312,8 @@ RuntimeResult<LoweredValue> Conv2d::lower(GraphBuilder& graph, const LoweredValu
   const std::vector<std::int64_t> bias_shape{out_channels_};
   const std::vector<std::int64_t> stride{stride_, stride_};
   const std::vector<std::int64_t> padding{padding_, padding_};
-  const std::uint32_t weight = graph.add("const", {}, {{"name", toml_quoted(weight_.name)}, {"shape", toml_int_list(weight_shape)}});
-  const std::uint32_t bias = graph.add("const", {}, {{"name", toml_quoted(bias_.name)}, {"shape", toml_int_list(bias_shape)}});
+  const std::uint32_t weight = add_const(graph, weight_, weight_shape);
+  const std::uint32_t bias = add_const(graph, bias_, bias_shape);
   const std::uint32_t node =
       graph.add("conv", {input.node, weight, bias}, {{"stride", toml_int_list(stride)}, {"padding", toml_int_list(padding)}});
   return LoweredValue{node, std::move(out)};
@@ -319,7 +322,7 @@ RuntimeResult<LoweredValue> Conv2d::lower(GraphBuilder& graph, const LoweredValu
 std::string MaxPool2d::describe() const { return str("max_pool2d k", kernel_); }
 
 RuntimeResult<Var> MaxPool2d::forward(Session& session, const Var& x) {
-  CAPSULE_CHECK(window_shape(describe(), dims_of(x), 0, 0, kernel_, kernel_, 0));
+  CAPSULE_CHECK(window_shape(describe(), x.shape().dims(), 0, 0, kernel_, kernel_, 0));
   OpAttrs attrs;
   attrs.kernel = {kernel_, kernel_};
   attrs.stride = {kernel_, kernel_};

@@ -52,6 +52,9 @@ struct Session::State {
     return tape_id == tape_generation ? node : -1;
   }
 
+  /// The use record of `op`, which must have been selected.
+  CapsuleUse& use_of(Op op) { return uses[static_cast<std::size_t>(use_slot[static_cast<std::size_t>(op)])]; }
+
   RuntimeResult<const ExecutableKernel*> select(Op op);
   RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
 };
@@ -75,7 +78,7 @@ class SessionVjpDispatch final : public VjpDispatch {
                            str("backward through `", to_string(node_.op), "`: handler `", handler.name,
                                "` declares no adjoint kernel, which the torchlean-tape rule needs"));
     }
-    ++state_.uses[static_cast<std::size_t>(state_.use_slot[static_cast<std::size_t>(node_.op)])].adjoint_calls;
+    ++state_.use_of(node_.op).adjoint_calls;
     return handler.backward(inputs_, node_.output, grad_, node_.attrs);
   }
 
@@ -146,8 +149,7 @@ RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRe
     *state->options.log << "[TorchLean] backend capsules used:\n";
   }
   Session session(std::move(state));
-  const std::vector<Op> preselect = session.state_->options.preselect;
-  for (Op op : preselect) {
+  for (Op op : session.state_->options.preselect) {
     auto selected = session.select(op);
     if (!selected) return fail(std::move(selected).error());
   }
@@ -223,7 +225,7 @@ RuntimeResult<Tensor> Session::State::dispatch(Op op, std::span<const Tensor> in
   if (kernel == nullptr) {
     CAPSULE_TRY(kernel, select(op));
   }
-  CapsuleUse& use = uses[static_cast<std::size_t>(use_slot[index])];
+  CapsuleUse& use = use_of(op);
   ++(in_backward ? use.vjp_calls : use.forward_calls);
   return kernel->run(inputs, attrs);
 }
@@ -332,7 +334,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
                                  "` leaves its VJP to an external autograd runtime, and none is linked"));
       case VjpMode::BackendVjp: {
         const HandlerSpec& handler = node.kernel->handler();
-        ++s.uses[static_cast<std::size_t>(s.use_slot[static_cast<std::size_t>(node.op)])].adjoint_calls;
+        ++s.use_of(node.op).adjoint_calls;
         local = handler.backward(inputs, node.output, grad, node.attrs);
         break;
       }

@@ -309,38 +309,33 @@ std::vector<T> lane_buffer(const Lanes& lanes) {
   return std::vector<T>(static_cast<std::size_t>(lanes.n));
 }
 
-RuntimeResult<Tensor> softmax_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_CHECK(expect_inputs(Op::Softmax, inputs, 1));
+/// Applies `row` (softmax_row or log_softmax_row) to every lane of the one input around attrs.axis.
+template <class Row>
+RuntimeResult<Tensor> lanewise_row_forward(Op op, Inputs inputs, const OpAttrs& attrs, Row row) {
+  CAPSULE_CHECK(expect_inputs(op, inputs, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t axis, normalize_axis("softmax", attrs.axis, x.rank()));
+  CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(op), attrs.axis, x.rank()));
   CAPSULE_TRY(Tensor out, Tensor::empty(x.shape(), x.dtype()));
   const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> xb = lane_buffer<T>(lanes), yb = lane_buffer<T>(lanes);
     for_each_lane(lanes, [&](const Lane& lane) {
       lane.load(x.data<T>(), xb);
-      softmax_row(xb.data(), yb.data(), lane.n);
+      row(xb.data(), yb.data(), lane.n);
       lane.store(yb, out.mutable_data<T>());
     });
   });
   return out;
 }
 
+RuntimeResult<Tensor> softmax_forward(Inputs inputs, const OpAttrs& attrs) {
+  return lanewise_row_forward(Op::Softmax, inputs, attrs,
+                              []<class T>(const T* x, T* y, std::int64_t n) { softmax_row(x, y, n); });
+}
+
 RuntimeResult<Tensor> log_softmax_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_CHECK(expect_inputs(Op::LogSoftmax, inputs, 1));
-  const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t axis, normalize_axis("log_softmax", attrs.axis, x.rank()));
-  CAPSULE_TRY(Tensor out, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
-  with_dtype(x.dtype(), [&]<class T>() {
-    std::vector<T> xb = lane_buffer<T>(lanes), yb = lane_buffer<T>(lanes);
-    for_each_lane(lanes, [&](const Lane& lane) {
-      lane.load(x.data<T>(), xb);
-      log_softmax_row(xb.data(), yb.data(), lane.n);
-      lane.store(yb, out.mutable_data<T>());
-    });
-  });
-  return out;
+  return lanewise_row_forward(Op::LogSoftmax, inputs, attrs,
+                              []<class T>(const T* x, T* y, std::int64_t n) { log_softmax_row(x, y, n); });
 }
 
 /// Checks (scores, mask) of hard_masked_softmax and returns the normalized axis.

@@ -9,7 +9,7 @@
 
 #include "common.hpp"
 #include "matmul_gemm.hpp"
-#include "nn_checks.hpp"
+#include "kernel_support.hpp"
 #include "rowwise.hpp"
 
 namespace capsule::reference {

@@ -8,7 +8,7 @@
 
 #include "common.hpp"
 #include "matmul_gemm.hpp"
-#include "nn_checks.hpp"
+#include "kernel_support.hpp"
 #include "nn_conv.hpp"
 #include "rowwise.hpp"
 

@@ -56,8 +56,6 @@ class GraphBuilder {
 
 /// `[1, 4]`, the TOML rendering of a shape or integer list.
 std::string toml_int_list(std::span<const std::int64_t> values);
-/// `"text"` with TOML basic-string escapes.
-std::string toml_string(std::string_view text);
 
 /// A layer or a composition of layers. Implementations run every computation through the
 /// session they are given and never store one.
