@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli_support.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace capsule::cli {
+
+std::vector<fs::path> split_paths(const std::string& text) {
+  std::vector<fs::path> paths;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ':')) {
+    if (!item.empty()) paths.emplace_back(item);
+  }
+  return paths;
+}
+
+std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, const char* variable,
+                                const char* leaf, const Environment& env) {
+  if (vm.count(flag)) {
+    std::vector<fs::path> dirs;
+    for (const std::string& dir : vm[flag].as<std::vector<std::string>>()) dirs.emplace_back(dir);
+    return dirs;
+  }
+  if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return split_paths(value);
+  const fs::path installed = env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / leaf;
+  std::error_code error;
+  if (!env.executable_dir.empty() && fs::is_directory(installed, error)) return {installed.lexically_normal()};
+  return {fs::path(CAPSULE_SOURCE_DIR) / leaf};
+}
+
+LoadOptions load_options(const Environment& env) {
+  LoadOptions options;
+  if (!env.today.empty()) {
+    int y = 0;
+    unsigned m = 0, d = 0;
+    char extra = 0;
+    if (std::sscanf(env.today.c_str(), "%d-%u-%u%c", &y, &m, &d, &extra) != 3 ||
+        !Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}}.ok()) {
+      throw UsageError{str("CAPSULE_TODAY=", env.today, " is not a date (expected YYYY-MM-DD)")};
+    }
+    options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+  }
+  return options;
+}
+
+po::options_description data_options() {
+  po::options_description options("data");
+  options.add_options()
+      ("catalogs", po::value<std::vector<std::string>>()->composing(), "catalog directory (repeatable)")
+      ("profiles", po::value<std::vector<std::string>>()->composing(), "profile directory (repeatable)");
+  return options;
+}
+
+po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
+                        const po::positional_options_description& positional) {
+  po::variables_map vm;
+  // No abbreviation guessing: `--form` must not silently mean `--format` in a CI script.
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+std::vector<Op> parse_ops(const std::string& text) {
+  std::vector<Op> ops;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const auto first = item.find_first_not_of(' ');
+    const auto last = item.find_last_not_of(' ');
+    if (first == std::string::npos) continue;
+    item = item.substr(first, last - first + 1);
+    ops.push_back(parse_flag_value<Op>(item, "--ops"));
+  }
+  if (ops.empty()) throw UsageError{"--ops needs at least one op, e.g. --ops matmul,relu"};
+  return ops;
+}
+
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
+  Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
+                                       data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
+                                       load_options(ctx.env));
+  ctx.err << render(workspace.diagnostics);
+  if (has_errors(workspace.diagnostics)) {
+    ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";
+    return std::nullopt;
+  }
+  return workspace;
+}
+
+ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
+  std::error_code error;
+  const bool looks_like_file = name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos;
+  if (looks_like_file && !fs::is_regular_file(name_or_file, error)) {
+    throw UsageError{str("cannot read profile file `", name_or_file, "`: ",
+                         fs::exists(name_or_file, error) ? "not a regular file" : "no such file")};
+  }
+  if (looks_like_file) {
+    const std::size_t before = workspace.diagnostics.size();
+    ProfilePtr profile = add_profile_file(workspace, name_or_file, load_options(ctx.env));
+    ctx.err << render(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
+                                  workspace.diagnostics.end()));
+    if (!profile) throw UsageError{str("profile file `", name_or_file, "` failed to load")};
+    return profile;
+  }
+  if (ProfilePtr profile = workspace.find_profile(name_or_file)) return profile;
+  const std::string nearest = nearest_name(name_or_file, workspace.profile_names());
+  std::vector<std::string> names;
+  for (const std::string_view n : workspace.profile_names()) names.emplace_back(n);
+  throw UsageError{str("unknown profile `", name_or_file, "` (loaded profiles: ", join(names, ", "), ")",
+                       nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile) {
+  auto resolved = resolve_profile(workspace, profile);
+  if (!resolved) throw UsageError{str("profile `", profile->name, "`: ", resolved.error())};
+  return std::move(*resolved);
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every `capsule` subcommand shares: its streams and environment, the usage-error value,
+// the data-directory rule, argument parsing, and loading the workspace and a profile.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "capsule/load.hpp"
+#include "capsule/resolve.hpp"
+#include "capsule/text.hpp"
+#include "capsule/vocab.hpp"
+#include "cli.hpp"
+
+namespace capsule::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+struct UsageError {
+  std::string message;
+};
+
+struct Context {
+  std::ostream& out;
+  std::ostream& err;
+  const Environment& env;
+};
+
+std::vector<fs::path> split_paths(const std::string& text);
+/// Flags, then the environment variable, then next to the binary, then the source tree.
+std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, const char* variable,
+                                const char* leaf, const Environment& env);
+LoadOptions load_options(const Environment& env);
+po::options_description data_options();
+po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
+                             const po::positional_options_description& positional = {});
+std::vector<Op> parse_ops(const std::string& text);
+/// Loads the workspace; prints diagnostics; returns nullopt (exit 2) when any file failed.
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx);
+/// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
+ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx);
+ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile);
+bool wants_help(const std::vector<std::string>& args);
+
+template <class E>
+E parse_choice(const std::string& text, std::string_view flag, const std::vector<std::pair<std::string_view, E>>& choices) {
+  std::vector<std::string_view> names;
+  for (const auto& [name, value] : choices) {
+    if (name == text) return value;
+    names.push_back(name);
+  }
+  const std::string nearest = nearest_name(text, names);
+  throw UsageError{str("invalid value `", text, "` for ", flag, " (expected one of: ",
+                       join(std::vector<std::string>(names.begin(), names.end()), ", "), ")",
+                       nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+/// A vocabulary value given on the command line, or a usage error naming the flag, the valid
+/// spellings and the nearest one.
+template <class E>
+E parse_flag_value(std::string_view text, std::string_view flag) {
+  auto value = parse<E>(text);
+  if (!value) throw UsageError{str(flag, ": ", value.error().message, value.error().nearest.empty() ? "" : "; " + value.error().help())};
+  return *value;
+}
+
+}  // namespace capsule::cli

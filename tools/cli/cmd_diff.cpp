@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule diff`: the semantic trust diff of two trees or git revisions.
+#include "commands.hpp"
+
+#include <cstdlib>
+
+#include "capsule/diff.hpp"
+
+namespace capsule::cli {
+namespace {
+
+/// A scratch directory removed when the diff is done, whatever happens.
+struct ScratchDir {
+  fs::path path;
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path.empty()) fs::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options(
+      "capsule diff BASE HEAD [--git] [--repo DIR] [--format text|markdown|json] [--accept FILE]");
+  options.add_options()("base", po::value<std::string>(), "the tree before: a directory holding catalogs/ and profiles/")
+      ("head", po::value<std::string>(), "the tree after")
+      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no checkout)")
+      ("repo", po::value<std::string>()->default_value("."), "with --git: a directory inside the repository")
+      ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
+      ("accept", po::value<std::string>(), "a reviewed waivers file (TOML) whose changes do not fail the run")
+      ("help,h", "show this help");
+  po::positional_options_description positional;
+  positional.add("base", 1).add("head", 1);
+  if (wants_help(args)) {
+    ctx.out << options
+            << "\nReports changes in meaning, not text: capsules added, removed or renamed; trust, evidence,\n"
+               "VJP mode, layout, reduction, provider, device and expiry changes, each strengthened, weakened\n"
+               "or neutral; profile assurance, preference, module order and availability. Then the impact:\n"
+               "every op planned under every HEAD profile in both trees.\n"
+               "Exit 0 when nothing is weakened; 1 when trust is weakened, a profile newly admits a trusted\n"
+               "boundary, or a waiver expired; 2 for usage errors or trees that fail to load.\n"
+               "See docs/trust-diff.md.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options, positional);
+  if (!vm.count("base") || !vm.count("head")) throw UsageError{"diff needs BASE and HEAD"};
+  enum class Format { Text, Markdown, Json };
+  const Format format = parse_choice<Format>(vm["format"].as<std::string>(), "--format",
+                                             {{"text", Format::Text}, {"markdown", Format::Markdown}, {"json", Format::Json}});
+  const LoadOptions load = load_options(ctx.env);
+
+  std::optional<std::vector<Waiver>> waivers;
+  if (vm.count("accept")) {
+    auto loaded = load_waivers(vm["accept"].as<std::string>());
+    if (!loaded) {
+      ctx.err << render(loaded.error());
+      ctx.err << "capsule diff: the waivers file failed to load\n";
+      return kUsage;
+    }
+    waivers = std::move(*loaded);
+  }
+
+  const std::string base_arg = vm["base"].as<std::string>();
+  const std::string head_arg = vm["head"].as<std::string>();
+  ScratchDir scratch;
+  fs::path base_root = base_arg;
+  fs::path head_root = head_arg;
+  if (vm["git"].as<bool>()) {
+    // A fresh private directory (mkdtemp), never one somebody prepared under a guessable name.
+    std::error_code error;
+    std::string pattern = (fs::temp_directory_path(error) / "capsule-diff-XXXXXX").string();
+    if (error || mkdtemp(pattern.data()) == nullptr) throw UsageError{"cannot create a scratch directory for --git"};
+    scratch.path = pattern;
+    const fs::path repo = vm["repo"].as<std::string>();
+    auto base_tree = materialize_git_tree(base_arg, repo, scratch.path / "base");
+    if (!base_tree) throw UsageError{base_tree.error()};
+    auto head_tree = materialize_git_tree(head_arg, repo, scratch.path / "head");
+    if (!head_tree) throw UsageError{head_tree.error()};
+    base_root = *base_tree;
+    head_root = *head_tree;
+  } else {
+    for (const fs::path& root : {base_root, head_root}) {
+      std::error_code error;
+      if (!fs::is_directory(root, error)) {
+        throw UsageError{str("`", root.string(), "` is not a directory (pass --git to compare git revisions)")};
+      }
+    }
+  }
+  auto base = load_tree(base_root, base_arg, load);
+  auto head = load_tree(head_root, head_arg, load);
+  if (!base || !head) {
+    if (!base) ctx.err << render(base.error());
+    if (!head) ctx.err << render(head.error());
+    ctx.err << "capsule diff: a tree failed to load; run `capsule lint` on it for the full list\n";
+    return kUsage;
+  }
+  DiffOptions diff_options;
+  diff_options.today = load.today;
+  TrustDiff diff = diff_trees(*base, *head, diff_options);
+  if (waivers) apply_waivers(diff, *waivers);
+  switch (format) {
+    case Format::Text: ctx.out << render_text(diff); break;
+    case Format::Markdown: ctx.out << render_markdown(diff); break;
+    case Format::Json: ctx.out << render_json(diff); break;
+  }
+  return exit_status(diff) == 0 ? kOk : kRejected;
+}
+
+}  // namespace capsule::cli

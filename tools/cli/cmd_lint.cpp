@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule lint`: load everything, check evidence against this build, report every finding.
+#include "commands.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "capsule/diag_format.hpp"
+#include "capsule/handlers/reference.hpp"
+#include "capsule/lint.hpp"
+
+namespace capsule::cli {
+namespace {
+
+/// `--deny` / `--allow` values (repeatable, or comma-separated) as rule overrides. An unknown
+/// rule, allowing a rule that blocks loading, or naming one rule both ways is a usage error.
+RuleOverrides rule_overrides(const po::variables_map& vm) {
+  const auto values = [&](const char* flag) {
+    std::vector<std::string> items;
+    if (!vm.count(flag)) return items;
+    for (const std::string& value : vm[flag].as<std::vector<std::string>>()) {
+      std::stringstream stream(value);
+      std::string item;
+      while (std::getline(stream, item, ',')) {
+        if (!item.empty()) items.push_back(item);
+      }
+    }
+    return items;
+  };
+  const auto rule = [](const std::string& id, std::string_view flag) -> const LintRule& {
+    if (const LintRule* found = find_lint_rule(std::string_view(id))) return *found;
+    std::vector<std::string_view> ids{"warnings"};
+    for (const LintRule& r : kLintRules) ids.push_back(to_string(r.code));
+    const std::string nearest = nearest_name(id, ids);
+    throw UsageError{str(flag, ": unknown lint rule `", id, "`",
+                         nearest.empty() ? std::string() : str("; did you mean `", nearest, "`?"),
+                         " (`capsule lint --help` lists the rules)")};
+  };
+  RuleOverrides overrides;
+  for (const std::string& id : values("deny")) {
+    if (id == "warnings") overrides.deny_warnings = true;
+    else overrides.deny.push_back(rule(id, "--deny").code);
+  }
+  for (const std::string& id : values("allow")) {
+    const LintRule& allowed = rule(id, "--allow");
+    if (allowed.blocks_loading) {
+      throw UsageError{str("--allow: rule `", id, "` cannot be allowed: a file with that error does not load, so every ",
+                           "other command would still refuse it")};
+    }
+    if (std::find(overrides.deny.begin(), overrides.deny.end(), allowed.code) != overrides.deny.end()) {
+      throw UsageError{str("rule `", id, "` is both denied and allowed")};
+    }
+    overrides.allow.push_back(allowed.code);
+  }
+  return overrides;
+}
+
+/// The compiled handlers this CLI links, as lint sees them. Registration sites are relative to
+/// the source tree; they become absolute when that tree is present, like every other path lint prints.
+std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry) {
+  std::vector<LintHandler> handlers;
+  for (const RegisteredHandler* handler : registry.all()) {
+    LintHandler item{handler->spec.name, handler->spec.op, handler->spec.provider, handler->spec.device,
+                     handler->spec.guards, {}};
+    const auto colon = handler->site.rfind(':');
+    if (colon != std::string::npos) {
+      fs::path file = handler->site.substr(0, colon);
+      std::error_code error;
+      if (file.is_relative() && fs::is_regular_file(fs::path(CAPSULE_SOURCE_DIR) / file, error)) {
+        file = fs::path(CAPSULE_SOURCE_DIR) / file;
+      }
+      const unsigned long line = std::strtoul(handler->site.c_str() + colon + 1, nullptr, 10);
+      item.where = SourceLoc{file.string(), static_cast<std::uint32_t>(line), 1};
+    }
+    handlers.push_back(std::move(item));
+  }
+  return handlers;
+}
+
+/// `--test-suites FILE`, else the manifest installed next to the binary's data, else the one
+/// this build wrote. Records where it looked, for the warning when there is none.
+std::optional<TestSuiteManifest> test_suites(const po::variables_map& vm, const Environment& env,
+                                             std::vector<std::string>& searched) {
+  if (vm.count("test-suites")) {
+    const std::string file = vm["test-suites"].as<std::string>();
+    auto manifest = read_test_suite_manifest(file);
+    if (!manifest) throw UsageError{str("--test-suites: cannot read `", file, "`")};
+    return std::move(*manifest);
+  }
+  std::vector<fs::path> candidates;
+  if (!env.executable_dir.empty()) {
+    candidates.push_back((env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / "test-suites.txt").lexically_normal());
+  }
+  candidates.emplace_back(CAPSULE_TEST_SUITE_MANIFEST);
+  for (const fs::path& candidate : candidates) {
+    std::error_code error;
+    if (!fs::is_regular_file(candidate, error)) {
+      searched.push_back(candidate.string());
+      continue;
+    }
+    if (auto manifest = read_test_suite_manifest(candidate)) return std::move(*manifest);
+    searched.push_back(candidate.string());
+  }
+  return std::nullopt;
+}
+
+std::string rules_help() {
+  std::string out = "rules (id, default severity, what it checks):\n";
+  for (const LintRule& rule : kLintRules) {
+    std::string id(to_string(rule.code));
+    std::string severity(to_string(rule.severity));
+    id.resize(std::max<std::size_t>(id.size() + 1, 27), ' ');
+    severity.resize(std::max<std::size_t>(severity.size() + 1, 9), ' ');
+    out += str("  ", id, severity, rule.checks, rule.blocks_loading ? " (cannot be allowed)" : "", "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options(
+      "capsule lint [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
+      "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]");
+  options.add(data_options());
+  options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
+      ("deny", po::value<std::vector<std::string>>()->composing(), "make RULE an error (`warnings`: every warning)")
+      ("allow", po::value<std::vector<std::string>>()->composing(), "do not report RULE")
+      ("test-suites", po::value<std::string>(), "manifest of this build's test suites (default: the one the build wrote)")
+      ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
+      ("help,h", "show this help");
+  if (wants_help(args)) {
+    ctx.out << options
+            << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
+               "(test suites, runtime guards of the compiled handlers, provenance files and symbols), and reports\n"
+               "every problem in one run. Exit 0 when no error remains after --deny/--allow, 1 when one does,\n"
+               "2 for usage errors or unreadable directories.\n\n"
+            << rules_help();
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
+      {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
+  const RuleOverrides overrides = rule_overrides(vm);
+  const std::vector<fs::path> catalog_dirs = data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env);
+  Workspace workspace = load_workspace(catalog_dirs, data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
+                                       load_options(ctx.env));
+
+  HandlerRegistry registry;
+  if (auto registered = register_reference_handlers(registry); !registered) {
+    ctx.err << registered.error() << "\n";
+    return kRejected;
+  }
+  EvidenceCheckInputs inputs;
+  inputs.handlers = lint_handlers(registry);
+  inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
+  if (vm.count("source-root")) inputs.source_root = fs::path(vm["source-root"].as<std::string>());
+  Diagnostics evidence = check_evidence(workspace, inputs);
+  workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
+  const Diagnostics findings = apply_lint_rules(std::move(workspace.diagnostics), overrides);
+
+  // SARIF and GitHub name files relative to the project: the source root, else the directory
+  // above the (first) catalog directory.
+  fs::path root;
+  if (inputs.source_root) {
+    root = *inputs.source_root;
+  } else if (!catalog_dirs.empty()) {
+    std::error_code error;
+    fs::path dir = fs::absolute(catalog_dirs.front(), error).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
+    root = dir.parent_path();
+  }
+  ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root);
+  std::size_t capsules = 0;
+  for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
+  const std::array<std::size_t, 3> counts = severity_counts(findings);
+  const std::size_t errors = counts[static_cast<std::size_t>(Severity::Error)];
+  if (format == DiagFormat::Text) {
+    ctx.out << str("lint: ", workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
+                   " profiles: ", errors, " errors, ", counts[static_cast<std::size_t>(Severity::Warning)], " warnings, ",
+                   counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
+  }
+  const bool unreadable = std::any_of(findings.begin(), findings.end(),
+                                      [](const Diagnostic& d) { return d.code == DiagCode::IoError; });
+  if (unreadable) return kUsage;
+  return errors == 0 ? kOk : kRejected;
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule list`: capsules, profiles or ops, as text or JSON.
+#include "commands.hpp"
+
+#include <map>
+
+#include "capsule/json.hpp"
+
+namespace capsule::cli {
+
+int cmd_list(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options("capsule list capsules|profiles|ops [--op OP] [--device D] [--format text|json]");
+  options.add(data_options());
+  options.add_options()("what", po::value<std::string>(), "capsules | profiles | ops")
+      ("op", po::value<std::string>(), "only capsules of this op")
+      ("device", po::value<std::string>(), "only capsules or profiles for this device")
+      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
+  po::positional_options_description positional;
+  positional.add("what", 1);
+  if (wants_help(args)) {
+    ctx.out << options;
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options, positional);
+  if (!vm.count("what")) throw UsageError{"list needs what to list: capsules, profiles or ops"};
+  enum class What { Capsules, Profiles, Ops };
+  const What what = parse_choice<What>(vm["what"].as<std::string>(), "list",
+                                       {{"capsules", What::Capsules}, {"profiles", What::Profiles}, {"ops", What::Ops}});
+  const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  std::optional<Op> op_filter;
+  if (vm.count("op")) {
+    op_filter = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
+  }
+  std::optional<Device> device_filter;
+  if (vm.count("device")) {
+    device_filter = parse_flag_value<Device>(vm["device"].as<std::string>(), "--device");
+  }
+  auto workspace = load(vm, ctx);
+  if (!workspace) return kUsage;
+  JsonWriter out;
+  if (what == What::Ops) {
+    out.begin_array();
+    for (const Op op : all_values<Op>()) {
+      std::map<Device, int> per_device;
+      for (const ModulePtr& m : workspace->modules) {
+        for (const Capsule& c : m->capsules) per_device[c.device] += c.op == op ? 1 : 0;
+      }
+      std::vector<std::string> counts;
+      for (const auto& [device, count] : per_device) {
+        if (count != 0) counts.push_back(str(to_string(device), "=", count));
+      }
+      if (json) {
+        out.begin_object().field("op", to_string(op)).field("requires_vjp", requires_vjp(op)).key("capsules").begin_object();
+        for (const auto& [device, count] : per_device) {
+          if (count != 0) out.field(to_string(device), static_cast<std::int64_t>(count));
+        }
+        out.end_object().end_object();
+      } else {
+        ctx.out << str(to_string(op), requires_vjp(op) ? "" : " (no vjp required)", ": ",
+                       counts.empty() ? std::string("no capsules") : join(counts, ", "), "\n");
+      }
+    }
+    out.end_array();
+  } else if (what == What::Profiles) {
+    out.begin_array();
+    for (const ProfilePtr& p : workspace->profiles) {
+      if (device_filter && p->policy.device != *device_filter) continue;
+      if (json) {
+        out.begin_object().field("name", p->name).field("device", to_string(p->policy.device))
+            .field("provider", p->policy.provider.label()).field("assurance", p->policy.assurance.label())
+            .field("vjp", to_string(p->policy.vjp)).field("summary", p->summary).field("path", p->source.path).end_object();
+      } else {
+        ctx.out << str(p->name, ": device=", to_string(p->policy.device), " provider=", p->policy.provider.label(),
+                       " assurance=", p->policy.assurance.label(), " vjp=", to_string(p->policy.vjp), "\n    ",
+                       p->summary, "\n");
+      }
+    }
+    out.end_array();
+  } else {
+    out.begin_array();
+    for (const ModulePtr& m : workspace->modules) {
+      for (const Capsule& c : m->capsules) {
+        if (op_filter && c.op != *op_filter) continue;
+        if (device_filter && c.device != *device_filter) continue;
+        if (json) {
+          out.begin_object().field("name", c.name).field("module", m->name).field("op", to_string(c.op))
+              .field("provider", to_string(c.provider)).field("device", to_string(c.device))
+              .field("trust", to_string(c.trust)).field("vjp", to_string(c.vjp))
+              .field("reduction", to_string(c.numerical.reduction))
+              .field("file", c.where.file).field("line", static_cast<std::int64_t>(c.where.line)).end_object();
+        } else {
+          ctx.out << str(c.name, " op=", to_string(c.op), " provider=", to_string(c.provider), " device=",
+                         to_string(c.device), " trust=", to_string(c.trust), " vjp=", to_string(c.vjp),
+                         " reduction=", to_string(c.numerical.reduction), " module=", m->name, "\n");
+        }
+      }
+    }
+    out.end_array();
+  }
+  if (json) ctx.out << out.str() << "\n";
+  return kOk;
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule run`: an example under a profile, through an eager session.
+#include "commands.hpp"
+
+#include <algorithm>
+
+#include "capsule/examples.hpp"
+#include "capsule/handlers/reference.hpp"
+
+namespace capsule::cli {
+
+int cmd_run(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options(
+      "capsule run EXAMPLE --profile NAME|FILE [--dump-graph FILE] [--show-backend] [--format text|json]");
+  options.add(data_options());
+  options.add_options()("example", po::value<std::string>(), "the example to run (see below)")
+      ("profile", po::value<std::string>(), "profile name, or a profile file path")
+      ("dump-graph", po::value<std::string>(), "write the model's lowered IR graph (*.graph.toml) to FILE")
+      ("show-backend", po::bool_switch(), "print the capsule bound to each op as the session selects it")
+      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
+  po::positional_options_description positional;
+  positional.add("example", 1);
+  std::vector<std::string_view> names;
+  for (const examples::ExampleInfo& e : examples::all_examples()) names.push_back(e.name);
+  if (wants_help(args)) {
+    ctx.out << options << "\nOpens an eager session on the profile, runs the example through it (every op on the\n"
+                          "capsule the profile selects, nothing falling back), then lists the capsules used.\n"
+                          "Exit 1 when the session, gate or a handler binding rejects.\n\nexamples:\n";
+    for (const examples::ExampleInfo& e : examples::all_examples()) {
+      ctx.out << "  " << e.name << std::string(18 - std::min<std::size_t>(17, e.name.size()), ' ') << e.summary << "\n";
+    }
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options, positional);
+  std::vector<std::string> listed(names.begin(), names.end());
+  if (!vm.count("example")) throw UsageError{str("run needs an example: ", join(listed, ", "))};
+  const std::string name = vm["example"].as<std::string>();
+  const examples::ExampleInfo* example = examples::find_example(name);
+  if (example == nullptr) {
+    const std::string nearest = nearest_name(name, names);
+    throw UsageError{str("unknown example `", name, "` (examples: ", join(listed, ", "), ")",
+                         nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+  }
+  if (!vm.count("profile")) throw UsageError{"--profile NAME|FILE is required (for example --profile checked_cpu)"};
+  examples::ExampleOptions run_options;
+  run_options.json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  run_options.show_backend = vm["show-backend"].as<bool>();
+  run_options.terminal = ctx.env.terminal && !run_options.json;
+  if (vm.count("dump-graph")) {
+    if (!example->has_model) {
+      throw UsageError{str("--dump-graph: example `", name, "` builds no model, so it has no graph to write")};
+    }
+    const fs::path file = vm["dump-graph"].as<std::string>();
+    std::error_code error;
+    const fs::path parent = file.parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, error)) {
+      throw UsageError{str("--dump-graph: directory `", parent.string(), "` does not exist")};
+    }
+    run_options.dump_graph = file;
+  }
+  auto workspace = load(vm, ctx);
+  if (!workspace) return kUsage;
+  run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
+
+  // Handlers are registered explicitly: the examples run whatever this binary links.
+  HandlerRegistry handlers;
+  if (auto registered = register_reference_handlers(handlers); !registered) {
+    ctx.err << registered.error() << "\n";
+    return kRejected;
+  }
+  // JSON keeps stdout to one object, so the session's backend log goes to stderr.
+  auto status = examples::run_example(name, *workspace, handlers, run_options, ctx.out,
+                                      run_options.json ? ctx.err : ctx.out);
+  if (!status) {
+    ctx.err << status.error() << "\n";
+    const RuntimeCode code = status.error().code;
+    return code == RuntimeCode::UnknownExample || code == RuntimeCode::UnknownProfile ? kUsage : kRejected;
+  }
+  return kOk;
+}
+
+}  // namespace capsule::cli
