@@ -1,5 +1,6 @@
 # Installs the build into PREFIX and runs the installed `capsule lint` from an unrelated working
-# directory, so it can only succeed if the binary finds catalogs/profiles relative to itself.
+# directory (/, which holds no catalogs/ or profiles/), so it can only succeed if the binary
+# finds catalogs/profiles relative to itself.
 file(REMOVE_RECURSE "${PREFIX}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${PREFIX}" RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
@@ -7,7 +8,7 @@ if(NOT rc EQUAL 0)
 endif()
 set(ENV{CAPSULE_CATALOGS} "")
 set(ENV{CAPSULE_PROFILES} "")
-execute_process(COMMAND "${PREFIX}/bin/capsule" lint WORKING_DIRECTORY "${PREFIX}"
+execute_process(COMMAND "${PREFIX}/bin/capsule" lint WORKING_DIRECTORY /
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "installed capsule lint failed (${rc}): ${out} ${err}")
@@ -15,7 +16,7 @@ endif()
 if(NOT out MATCHES "${PREFIX}/share/capsule/catalogs" AND NOT out MATCHES "4 modules")
   message(FATAL_ERROR "unexpected lint output: ${out}")
 endif()
-execute_process(COMMAND "${PREFIX}/bin/capsule" plan --profile checked_cpu --ops matmul WORKING_DIRECTORY "${PREFIX}"
+execute_process(COMMAND "${PREFIX}/bin/capsule" plan --profile checked_cpu --ops matmul WORKING_DIRECTORY /
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "share/capsule/catalogs/reference.toml sha256")
   message(FATAL_ERROR "installed capsule plan did not use installed catalogs (${rc}): ${out} ${err}")

@@ -46,6 +46,11 @@ CliRun run_cli(std::vector<std::string> args, const cli::Environment& env) {
   run.status = cli::run(args, out, err, env);
   run.out = out.str();
   run.err = err.str();
+  if (run.err.starts_with("capsule: catalogs: ")) {
+    const std::size_t end = run.err.find('\n');
+    run.data = run.err.substr(0, end);
+    run.err.erase(0, end == std::string::npos ? std::string::npos : end + 1);
+  }
   return run;
 }
 

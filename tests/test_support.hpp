@@ -38,10 +38,12 @@ ResolvedProfile shipped_profile(std::string_view name);
 struct CliRun {
   int status = -1;
   std::string out;
-  std::string err;
+  std::string err;   ///< standard error without the data line
+  std::string data;  ///< the first line of standard error naming the folders loaded, if printed
 };
 
-/// Runs the CLI in-process with the working directory's relative paths left as given.
+/// Runs the CLI in-process with the working directory's relative paths left as given. The line
+/// naming the data folders (tools/cli/data_dirs.hpp) is split off into `data`.
 CliRun run_cli(std::vector<std::string> args, const cli::Environment& env = {});
 
 /// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.

@@ -21,18 +21,17 @@ constexpr std::string_view kOverview =
     "  explain   show every candidate capsule for an op and why it was or was not chosen\n"
     "  diff      semantic trust diff between two catalog/profile trees or git revisions\n"
     "  run       run an example under a profile (capsule run mlp_regression --profile checked_cpu)\n\n"
-    "Run `capsule <command> --help` for a command's options. Catalogs and profiles default to the\n"
-    "directories installed next to the binary, then the source tree; CAPSULE_CATALOGS and\n"
-    "CAPSULE_PROFILES override them, and --catalogs/--profiles override those.\n\n"
+    "Run `capsule <command> --help` for a command's options. Catalogs and profiles come from\n"
+    "--catalogs/--profiles, else CAPSULE_CATALOGS/CAPSULE_PROFILES, else the catalogs/ and profiles/\n"
+    "of --root DIR, else of the working directory or its nearest parent holding either, else the\n"
+    "data installed next to the binary. Every command names the folders it loaded on stderr.\n\n"
     "exit status: 0 success; 1 a plan, check, gate, lint or session rejected something;\n"
     "             2 usage error or files that fail to load\n";
 
-}  // namespace
-
-int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
   Context ctx{out, err, env};
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    if (args.size() >= 2) return run({args[1], "--help"}, out, err, env);
+    if (args.size() >= 2) return run_command({args[1], "--help"}, out, err, env);
     (args.empty() ? err : out) << kOverview;
     return args.empty() ? kUsage : kOk;
   }
@@ -67,6 +66,18 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << "capsule " << command << ": unexpected failure: " << error.what() << "\n";
     return kUsage;
   }
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
+  const int status = run_command(args, out, err, env);
+  // Output that could not be written is never a success (main() also checks the C stream).
+  if (!out.flush()) {
+    err << "capsule: cannot write the output; the report is incomplete\n";
+    return kUsage;
+  }
+  return status;
 }
 
 }  // namespace capsule::cli

@@ -16,6 +16,8 @@ enum ExitCode : int { kOk = 0, kRejected = 1, kUsage = 2 };
 struct Environment {
   /// Directory of the running binary; the installed layout keeps data in ../share/capsule.
   std::filesystem::path executable_dir;
+  /// Where the default data root is looked for (data_dirs.hpp); empty = the process's working directory.
+  std::filesystem::path working_dir;
   /// Current date override (YYYY-MM-DD) for trust expiry, from CAPSULE_TODAY; empty = clock.
   std::string today;
   /// Standard output is a terminal (progress bars instead of plain lines).

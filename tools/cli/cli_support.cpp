@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli_support.hpp"
 
+#include "data_dirs.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -15,20 +17,6 @@ std::vector<fs::path> split_paths(const std::string& text) {
     if (!item.empty()) paths.emplace_back(item);
   }
   return paths;
-}
-
-std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, const char* variable,
-                                const char* leaf, const Environment& env) {
-  if (vm.count(flag)) {
-    std::vector<fs::path> dirs;
-    for (const std::string& dir : vm[flag].as<std::vector<std::string>>()) dirs.emplace_back(dir);
-    return dirs;
-  }
-  if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') return split_paths(value);
-  const fs::path installed = env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / leaf;
-  std::error_code error;
-  if (!env.executable_dir.empty() && fs::is_directory(installed, error)) return {installed.lexically_normal()};
-  return {fs::path(CAPSULE_SOURCE_DIR) / leaf};
 }
 
 LoadOptions load_options(const Environment& env) {
@@ -49,8 +37,10 @@ LoadOptions load_options(const Environment& env) {
 po::options_description data_options() {
   po::options_description options("data");
   options.add_options()
-      ("catalogs", po::value<std::vector<std::string>>()->composing(), "catalog directory (repeatable)")
-      ("profiles", po::value<std::vector<std::string>>()->composing(), "profile directory (repeatable)");
+      ("root", po::value<std::string>(), "the project whose catalogs/ and profiles/ to load (default: the working\n"
+                                         "directory or its nearest parent holding either, else the installed data)")
+      ("catalogs", po::value<std::vector<std::string>>()->composing(), "catalog directory (repeatable; overrides --root)")
+      ("profiles", po::value<std::vector<std::string>>()->composing(), "profile directory (repeatable; overrides --root)");
   return options;
 }
 
@@ -79,9 +69,9 @@ std::vector<Op> parse_ops(const std::string& text) {
 }
 
 std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
-  Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
-                                       data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
-                                       load_options(ctx.env));
+  const DataDirs dirs = data_dirs(vm, ctx.env);
+  ctx.err << data_dirs_line(dirs);
+  Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, load_options(ctx.env));
   ctx.err << render(workspace.diagnostics);
   if (has_errors(workspace.diagnostics)) {
     ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";

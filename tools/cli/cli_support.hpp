@@ -35,15 +35,12 @@ struct Context {
 };
 
 std::vector<fs::path> split_paths(const std::string& text);
-/// Flags, then the environment variable, then next to the binary, then the source tree.
-std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, const char* variable,
-                                const char* leaf, const Environment& env);
 LoadOptions load_options(const Environment& env);
 po::options_description data_options();
 po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
                              const po::positional_options_description& positional = {});
 std::vector<Op> parse_ops(const std::string& text);
-/// Loads the workspace; prints diagnostics; returns nullopt (exit 2) when any file failed.
+/// Loads the workspace (data_dirs.hpp); prints the folders it reads and the diagnostics; returns nullopt (exit 2) when any file failed.
 std::optional<Workspace> load(const po::variables_map& vm, Context& ctx);
 /// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx);

@@ -9,6 +9,7 @@
 #include "capsule/diag_format.hpp"
 #include "capsule/handlers/reference.hpp"
 #include "capsule/lint.hpp"
+#include "data_dirs.hpp"
 
 namespace capsule::cli {
 namespace {
@@ -121,7 +122,7 @@ std::string rules_help() {
 
 int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
-      "capsule lint [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
+      "capsule lint [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
       "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]");
   options.add(data_options());
   options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
@@ -143,9 +144,10 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
   const RuleOverrides overrides = rule_overrides(vm);
-  const std::vector<fs::path> catalog_dirs = data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env);
-  Workspace workspace = load_workspace(catalog_dirs, data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
-                                       load_options(ctx.env));
+  const DataDirs dirs = data_dirs(vm, ctx.env);
+  ctx.err << data_dirs_line(dirs);
+  const std::vector<fs::path>& catalog_dirs = dirs.catalogs;
+  Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, load_options(ctx.env));
 
   HandlerRegistry registry;
   if (auto registered = register_reference_handlers(registry); !registered) {

@@ -3,11 +3,41 @@
 #include "commands.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "capsule/examples.hpp"
 #include "capsule/handlers/reference.hpp"
 
 namespace capsule::cli {
+namespace {
+
+/// Every file this run read: catalogs, profiles (loaded or given by path) and prepended catalogs.
+std::vector<fs::path> files_read(const Workspace& workspace) {
+  std::vector<fs::path> files;
+  for (const ModulePtr& m : workspace.modules) files.emplace_back(m->source.path);
+  for (const ProfilePtr& p : workspace.profiles) {
+    files.emplace_back(p->source.path);
+    for (const ModulePtr& m : p->with_modules) files.emplace_back(m->source.path);
+  }
+  return files;
+}
+
+/// `--dump-graph` writes an output; it must never replace an input of the same run, whatever
+/// path (relative, `..`, a symlink or a hard link) names it.
+void refuse_to_overwrite_inputs(const fs::path& target, const Workspace& workspace) {
+  std::error_code error;
+  if (!fs::exists(target, error)) return;
+  for (const fs::path& input : files_read(workspace)) {
+    if (input.empty()) continue;
+    std::error_code same_error;
+    if (fs::equivalent(target, input, same_error)) {
+      throw UsageError{str("--dump-graph: `", target.string(), "` is `", input.string(),
+                           "`, a file this run read; refusing to overwrite an input (choose another path)")};
+    }
+  }
+}
+
+}  // namespace
 
 int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
@@ -46,21 +76,26 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   run_options.json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   run_options.show_backend = vm["show-backend"].as<bool>();
   run_options.terminal = ctx.env.terminal && !run_options.json;
+  std::optional<fs::path> dump_graph;
   if (vm.count("dump-graph")) {
     if (!example->has_model) {
       throw UsageError{str("--dump-graph: example `", name, "` builds no model, so it has no graph to write")};
     }
-    const fs::path file = vm["dump-graph"].as<std::string>();
+    dump_graph = fs::path(vm["dump-graph"].as<std::string>());
     std::error_code error;
-    const fs::path parent = file.parent_path();
+    const fs::path parent = dump_graph->parent_path();
     if (!parent.empty() && !fs::is_directory(parent, error)) {
       throw UsageError{str("--dump-graph: directory `", parent.string(), "` does not exist")};
     }
-    run_options.dump_graph = file;
+    if (fs::exists(fs::symlink_status(*dump_graph, error)) && !fs::is_regular_file(fs::symlink_status(*dump_graph, error))) {
+      throw UsageError{str("--dump-graph: `", dump_graph->string(), "` exists and is not a regular file; refusing to replace it")};
+    }
+    run_options.dump_graph = dump_graph;
   }
   auto workspace = load(vm, ctx);
   if (!workspace) return kUsage;
   run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
+  if (dump_graph) refuse_to_overwrite_inputs(*dump_graph, *workspace);
 
   // Handlers are registered explicitly: the examples run whatever this binary links.
   HandlerRegistry handlers;
