@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "capsule/atomic_file.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -124,14 +125,10 @@ std::string graph_toml(const Graph& graph) {
 }
 
 RuntimeStatus write_graph_toml(const Graph& graph, const std::filesystem::path& file) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("cannot write graph file `", file.string(), "`: expected a writable path"));
+  // Atomic: an interrupted or failed dump never leaves a truncated graph where a good file was.
+  if (const std::string failure = write_file_atomically(file, graph_toml(graph)); !failure.empty()) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("cannot write graph file `", file.string(), "`: ", failure));
   }
-  out << graph_toml(graph);
-  out.close();
-  if (!out) return runtime_error(RuntimeCode::InvalidArgument, str("writing graph file `", file.string(), "` failed"));
   return std::monostate{};
 }
 
