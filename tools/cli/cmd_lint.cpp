@@ -146,7 +146,6 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const RuleOverrides overrides = rule_overrides(vm);
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
-  const std::vector<fs::path>& catalog_dirs = dirs.catalogs;
   Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, load_options(ctx.env));
 
   HandlerRegistry registry;
@@ -167,9 +166,9 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   fs::path root;
   if (inputs.source_root) {
     root = *inputs.source_root;
-  } else if (!catalog_dirs.empty()) {
+  } else if (!dirs.catalogs.empty()) {
     std::error_code error;
-    fs::path dir = fs::absolute(catalog_dirs.front(), error).lexically_normal();
+    fs::path dir = fs::absolute(dirs.catalogs.front(), error).lexically_normal();
     if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
     root = dir.parent_path();
   }

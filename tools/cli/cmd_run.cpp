@@ -87,7 +87,8 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     if (!parent.empty() && !fs::is_directory(parent, error)) {
       throw UsageError{str("--dump-graph: directory `", parent.string(), "` does not exist")};
     }
-    if (fs::exists(fs::symlink_status(*dump_graph, error)) && !fs::is_regular_file(fs::symlink_status(*dump_graph, error))) {
+    const fs::file_status existing = fs::symlink_status(*dump_graph, error);
+    if (fs::exists(existing) && !fs::is_regular_file(existing)) {
       throw UsageError{str("--dump-graph: `", dump_graph->string(), "` exists and is not a regular file; refusing to replace it")};
     }
     run_options.dump_graph = dump_graph;
