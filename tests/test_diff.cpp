@@ -263,8 +263,12 @@ TEST_CASE("whitespace / comments and key order produce no findings") {
   INFO(all_ids(diff));
   CHECK(diff.empty());
   CHECK(exit_status(diff) == 0);
-  CHECK(render_text(diff) == "trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\n");
-  CHECK(render_markdown(diff) == "### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n");
+  const std::string text = render_text(diff);
+  CHECK(text.starts_with("trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\nbase read: catalogs "));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 4);  // the two folder lines and nothing else
+  const std::string markdown = render_markdown(diff);
+  CHECK(markdown.starts_with("### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n"));
+  CHECK_FALSE(has(markdown, "####"));
   CHECK(has(render_json(diff), "\"changes\":[],\"impact\":[]"));
 }
 
@@ -679,7 +683,7 @@ TEST_CASE("change ids are unique and use the documented key format") {
 
 // ---- git revisions ---------------------------------------------------------------------------------
 
-TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision without a checkout") {
+TEST_CASE("load_git_tree reads catalogs and profiles of a revision without a checkout") {
   const std::filesystem::path repo(CAPSULE_SOURCE_DIR);
   // A source tarball, a machine without git, or a checkout git refuses to read (another owner)
   // cannot answer; that is the environment, not the diff.
@@ -691,22 +695,23 @@ TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision wit
   const std::filesystem::path scratch =
       std::filesystem::temp_directory_path() / ("capsule-diff-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(scratch);
-  const auto root = materialize_git_tree("HEAD", repo, scratch);
-  REQUIRE_MESSAGE(root.has_value(), (root ? std::string() : root.error()));
-  CHECK(std::filesystem::exists(*root / "catalogs" / "reference.toml"));
-  CHECK(std::filesystem::exists(*root / "profiles" / "checked_cpu.toml"));
-  CHECK_FALSE(std::filesystem::exists(*root / "engine"));
-  const auto tree = load_tree(*root, "HEAD", load_options());
-  REQUIRE(tree.has_value());
+  const auto tree = load_git_tree("HEAD", repo, scratch, load_options());
+  REQUIRE_MESSAGE(tree.has_value(), (tree ? std::string() : render(tree.error())));
+  CHECK(std::filesystem::exists(scratch / "catalogs" / "reference.toml"));
+  CHECK(std::filesystem::exists(scratch / "profiles" / "checked_cpu.toml"));
+  CHECK_FALSE(std::filesystem::exists(scratch / "engine"));
   CHECK(tree->workspace.find_module("reference") != nullptr);
   CHECK(tree->workspace.find_profile("checked_cpu") != nullptr);
+  CHECK(tree->folders.catalogs == "HEAD:catalogs");
+  CHECK(tree->folders.profiles == "HEAD:profiles");
 
-  const auto missing = materialize_git_tree("no-such-revision-xyz", repo, scratch / "bad");
+  const auto missing = load_git_tree("no-such-revision-xyz", repo, scratch / "bad", load_options());
   REQUIRE_FALSE(missing.has_value());
-  CHECK(has(missing.error(), "`no-such-revision-xyz` is not a commit of the repository"));
-  const auto option = materialize_git_tree("--output=/tmp/x", repo, scratch / "bad");
+  CHECK(missing.error().front().code == DiagCode::GitError);
+  CHECK(has(missing.error().front().message, "`no-such-revision-xyz` is not a commit of the repository"));
+  const auto option = load_git_tree("--output=/tmp/x", repo, scratch / "bad", load_options());
   REQUIRE_FALSE(option.has_value());
-  CHECK(has(option.error(), "invalid git revision"));
+  CHECK(has(option.error().front().message, "invalid git revision"));
   std::filesystem::remove_all(scratch);
 }
 

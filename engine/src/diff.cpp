@@ -808,6 +808,8 @@ TrustDiff diff_trees(const Tree& base, const Tree& head, const DiffOptions& opti
   diff.base_label = base.label;
   diff.head_label = head.label;
   diff.today = options.today;
+  diff.base_folders = base.folders;
+  diff.head_folders = head.folders;
   Differ differ(base, head, options, diff);
   differ.capsules();
   differ.profiles();

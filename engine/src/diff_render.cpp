@@ -39,6 +39,11 @@ std::string selection_words(const Selection& s) {
              s.accepted ? "accepted" : "rejected", ")");
 }
 
+/// A side's folder, or why it has none (that side was read as empty).
+std::string folder_words(const std::string& folder, std::string_view kind) {
+  return folder.empty() ? str("none (no ", kind, "/ folder: read as empty)") : folder;
+}
+
 std::string side_words(Side side) { return side == Side::Head ? "head" : "base"; }
 
 std::string where_words(const SourceLoc& where, Side side) {
@@ -159,6 +164,10 @@ std::string render_text(const TrustDiff& diff) {
   std::string out = str("trust diff ", diff.base_label, " -> ", diff.head_label, ": ",
                         diff.empty() ? std::string("no changes in meaning") : summary_words(n), "\n");
   out += str("result: ", status == 0 ? "passes" : "fails", " (exit ", status, ")", failing_words(diff, n), "\n");
+  for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
+    out += str(side, " read: catalogs ", folder_words(folders->catalogs, "catalogs"), "; profiles ",
+               folder_words(folders->profiles, "profiles"), "\n");
+  }
   for (const Direction direction : all_values<Direction>()) {
     bool header = false;
     for (const Change& c : diff.changes) {
@@ -204,6 +213,14 @@ std::string render_markdown(const TrustDiff& diff) {
     out += str(result, " · ", n.weakened, " weakened, ", n.strengthened, " strengthened, ", n.neutral,
                " neutral changes · ", n.impacted, " op", n.impacted == 1 ? "" : "s", " impacted (", n.impact_weakened,
                " weakened) · ", n.waived, " waived\n");
+  }
+  const auto folder_cell = [](const std::string& folder, std::string_view kind) {
+    return folder.empty() ? markdown_cell(folder_words(folder, kind)) : markdown_code(folder);
+  };
+  out += "\n";
+  for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
+    out += str("- ", side, " read catalogs ", folder_cell(folders->catalogs, "catalogs"), "; profiles ",
+               folder_cell(folders->profiles, "profiles"), "\n");
   }
   std::vector<const Change*> by_direction[3];
   for (const Change& c : diff.changes) by_direction[static_cast<std::size_t>(c.direction)].push_back(&c);
@@ -276,6 +293,12 @@ std::string render_json(const TrustDiff& diff) {
       .field("failing", static_cast<std::int64_t>(n.failing))
       .field("exit_status", static_cast<std::int64_t>(n.failing == 0 ? 0 : 1))
       .end_object();
+  json.key("folders").begin_object();
+  for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
+    // An empty string: that side has no such folder and was read as empty.
+    json.key(side).begin_object().field("catalogs", folders->catalogs).field("profiles", folders->profiles).end_object();
+  }
+  json.end_object();
   json.key("changes").begin_array();
   for (const Change& c : diff.changes) {
     json.begin_object()

@@ -20,6 +20,26 @@ bool replaced_by_prepended(const Profile& profile, std::string_view name) {
                      [&](const ModulePtr& m) { return m->name == name; });
 }
 
+/// What a directory entry is, for the message that refuses it.
+std::string_view entry_kind(std::filesystem::file_type type) {
+  using T = std::filesystem::file_type;
+  switch (type) {
+    case T::directory: return "a directory";
+    case T::symlink: return "a symbolic link";
+    case T::block: return "a block device";
+    case T::character: return "a character device";
+    case T::fifo: return "a FIFO";
+    case T::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+/// Note [Non-regular entries]: every `*.toml` entry of a catalog or profile directory must be a
+/// regular file. A directory, FIFO, device, socket or symbolic link (wherever it points) named
+/// `*.toml` is an error that names it, never skipped: a skipped file is a file nobody checked,
+/// and a link's target is not what a reviewer sees in the directory's diff. `capsule diff --git`
+/// applies the same rule to the revision's tree entries (symlinks, gitlinks, subtrees), so a
+/// directory and a revision of it load alike (docs/security-notes/diff-git.md).
 std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, Diagnostics& out) {
   std::vector<std::filesystem::path> files;
   std::error_code error;
@@ -36,11 +56,18 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
     const std::string name = path.filename().string();
     if (path.extension() != ".toml" || name.ends_with(".graph.toml")) continue;
     std::error_code status;
-    if (!it->is_regular_file(status)) {
-      if (status) {
-        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path.string(), 0, 0},
-                                 str("cannot read: ", status.message()), {}, {}});
-      }
+    const std::filesystem::file_type type = it->symlink_status(status).type();
+    if (status) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path.string(), 0, 0},
+                               str("cannot read: ", status.message()), {}, {}});
+      continue;
+    }
+    if (type != std::filesystem::file_type::regular) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::NonRegularFile, SourceLoc{path.string(), 0, 0},
+                               str("`", name, "` is ", entry_kind(type), ", not a regular file; catalog and profile "
+                                   "directories load only regular `*.toml` files"),
+                               {},
+                               "replace it with the file itself, or rename it so it does not end in `.toml`"});
       continue;
     }
     files.push_back(path);
