@@ -638,10 +638,13 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
       change.notes.push_back(str("the boundary already expired on ", format_date(*now.expires)));
     }
   } else if (was.name != now.name || was.reason != now.reason) {
-    // Same kind, other suite or reason: the strength did not move, but a reviewer should see
-    // which suite now stands behind the claim.
-    add_o(ChangeKind::Evidence, Direction::Neutral,
-          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed" : " evidence renamed"),
+    // Note [Renamed evidence]: same kind, other suite, guard, definition or reason. The kind did
+    // not move, but what stands behind the claim did: the new suite may test nothing of it, and
+    // only a reviewer can tell. So it needs review (weakened, waivable), never neutral.
+    add_o(ChangeKind::Evidence, Direction::Weakened,
+          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed"
+                                                              : str(" evidence now names another ", to_string(now.kind)),
+              ": a reviewer must confirm it still backs the claim"),
           evidence_words(was), evidence_words(now));
   }
   if (was.kind == now.kind && was.owner != now.owner) {

@@ -66,22 +66,33 @@ bool relies_on_boundary(const Selection& s) {
                      [](const Evidence& e) { return e.kind == EvidenceKind::TrustedBoundary; });
 }
 
-/// Weakened when the op now runs on a lower trust label or weaker evidence for the same kind of
-/// claim, or newly runs (gate accepted) on a trusted boundary; becoming unplannable fails closed
-/// and is neutral.
+/// Weakened when the op now rests on a trusted boundary it did not rest on (by label or by
+/// evidence), or on weaker evidence for the same kind of claim, or newly runs (gate accepted) on a
+/// trusted boundary; becoming unplannable fails closed and is neutral.
+///
+/// Note [Label is not evidence]: the trust label alone never strengthens an impact. A capsule
+/// relabelled checked whose evidence is still a trusted boundary rests on that boundary exactly
+/// as before, so it is not stronger; ranking it so would contradict the weakened relabel change
+/// (issue 8, item 19). Whether an op rests on a boundary is judged by label *or* evidence, on both
+/// sides alike.
 Direction impact_direction(const Selection& was, const Selection& now) {
   if (!now.planned()) return Direction::Neutral;
   if (!was.planned()) return now.accepted && relies_on_boundary(now) ? Direction::Weakened : Direction::Neutral;
   // The gate newly lets the op run on a trusted boundary (for example after the assurance widened).
   if (!was.accepted && now.accepted && relies_on_boundary(now)) return Direction::Weakened;
-  bool weaker = was.trust == Trust::Checked && now.trust == Trust::TrustedExternal;
-  bool stronger = was.trust == Trust::TrustedExternal && now.trust == Trust::Checked;
+  bool weaker = !relies_on_boundary(was) && relies_on_boundary(now);
+  bool stronger = relies_on_boundary(was) && !relies_on_boundary(now);
   for (std::size_t i = 0; i < was.claims.size(); ++i) {
     if (was.claims[i] != now.claims[i]) continue;  // different claims do not rank against each other
     const int rank_was = evidence_rank(was.claims[i], was.evidence[i].kind);
     const int rank_now = evidence_rank(now.claims[i], now.evidence[i].kind);
     weaker = weaker || rank_now < rank_was;
     stronger = stronger || rank_now > rank_was;
+    // Note [Renamed evidence] in diff.cpp: the same capsule now names other evidence of the same
+    // kind; like the change that causes it, the row needs review.
+    if (was.capsule == now.capsule && rank_was == rank_now && !same_evidence(was.evidence[i], now.evidence[i])) {
+      weaker = true;
+    }
   }
   if (weaker) return Direction::Weakened;
   return stronger ? Direction::Strengthened : Direction::Neutral;

@@ -32,11 +32,25 @@ std::string waiver_words(const Waiver& w) {
   return str("waived by ", w.accepted_by, " until ", format_date(w.expires), ": ", w.reason);
 }
 
-std::string selection_words(const Selection& s) {
+/// A selection in words: the capsule, its trust, its value evidence with the suite or reason
+/// behind it, any other evidence that differs from `other` (the row's other side: in kind, or for
+/// the same capsule in name or reason too), and the gate. Everything that makes two selections
+/// differ is shown, so before and after never read alike.
+std::string selection_words(const Selection& s, const Selection& other) {
   if (!s.planned()) return "unplannable";
-  const Evidence& value = s.evidence[static_cast<std::size_t>(Obligation::Value)];
-  return str(s.capsule, " (", to_string(s.trust), ", value ", to_string(value.kind), ", gate ",
-             s.accepted ? "accepted" : "rejected", ")");
+  std::string evidence;
+  for (const Obligation o : all_values<Obligation>()) {
+    const std::size_t i = static_cast<std::size_t>(o);
+    const Evidence& mine = s.evidence[i];
+    const Evidence& theirs = other.evidence[i];
+    const bool same_capsule = other.planned() && other.capsule == s.capsule;
+    const bool differs = !other.planned() || mine.kind != theirs.kind ||
+                         (same_capsule && (mine.name != theirs.name || mine.reason != theirs.reason));
+    if (o == Obligation::Value || differs) {
+      evidence += str(", ", to_string(o), " ", diff_internal::evidence_words(s.evidence[i]));
+    }
+  }
+  return str(s.capsule, " (", to_string(s.trust), evidence, ", gate ", s.accepted ? "accepted" : "rejected", ")");
 }
 
 /// A side's folder, or why it has none (that side was read as empty).
@@ -238,7 +252,8 @@ std::string render_markdown(const TrustDiff& diff) {
       std::string direction(to_string(row.direction));
       if (row.direction == Direction::Weakened) direction = row.waiver ? "weakened (waived)" : "**weakened**";
       out += str("| ", markdown_code(row.profile), " | ", markdown_code(to_string(row.op)), " | ",
-                 markdown_cell(selection_words(row.before)), " | ", markdown_cell(selection_words(row.after)), " | ",
+                 markdown_cell(selection_words(row.before, row.after)), " | ",
+                 markdown_cell(selection_words(row.after, row.before)), " | ",
                  direction, " | ", markdown_code(row.id), " |\n");
     }
   }
