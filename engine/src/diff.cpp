@@ -671,8 +671,18 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
 }
 
 void Differ::profiles() {
+  // Indexed by name (the first of a name, as find_profile): thousands of profiles must not cost
+  // their square (Note [Impact cost] in diff_impact.cpp).
+  const auto index = [](const Workspace& workspace) {
+    std::map<std::string_view, ProfilePtr> out;
+    for (const ProfilePtr& p : workspace.profiles) out.emplace(p->name, p);
+    return out;
+  };
+  const std::map<std::string_view, ProfilePtr> base_profiles = index(base_.workspace);
+  const std::map<std::string_view, ProfilePtr> head_profiles = index(head_.workspace);
   for (const ProfilePtr& h : head_.workspace.profiles) {
-    const ProfilePtr b = base_.workspace.find_profile(h->name);
+    const auto found = base_profiles.find(h->name);
+    const ProfilePtr b = found == base_profiles.end() ? nullptr : found->second;
     if (b) {
       profile_pair(*b, *h);
       continue;
@@ -687,7 +697,7 @@ void Differ::profiles() {
     change.after = h->name;
   }
   for (const ProfilePtr& b : base_.workspace.profiles) {
-    if (head_.workspace.find_profile(b->name) != nullptr) continue;
+    if (head_profiles.count(b->name) != 0) continue;
     add(ChangeKind::ProfileRemoved, b->name, Direction::Neutral, "profile removed", b->where, Side::Base).before = b->name;
   }
 }

@@ -81,7 +81,10 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
 }
 
 /// Checks one profile against the loaded modules; adds diagnostics at the profile's positions.
-void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out) {
+/// Duplicate identities (duplicate, first) of each distinct combination of modules.
+using DuplicateCache = std::map<std::vector<const CapsuleModule*>, std::vector<std::pair<const Capsule*, const Capsule*>>>;
+
+void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out, DuplicateCache& duplicates) {
   std::vector<ModulePtr> modules;
   std::map<std::string_view, std::size_t> listed;
   for (std::size_t i = 0; i < profile.module_names.size(); ++i) {
@@ -105,24 +108,33 @@ void check_profile(const Workspace& workspace, const Profile& profile, Diagnosti
   }
   auto resolved = profile_modules(workspace, profile);
   if (!resolved) return;
-  // Identity duplicates across the modules this profile combines (TorchLean validateModules).
-  using Identity = std::tuple<std::string_view, Op, Provider, Device>;
-  std::map<Identity, const Capsule*> seen;
+  // A module listed twice is already reported above; its capsules are not duplicates too.
   std::vector<const CapsuleModule*> visited;
   for (const ModulePtr& module : *resolved) {
-    // A module listed twice is already reported above; its capsules are not duplicates too.
-    if (std::find(visited.begin(), visited.end(), module.get()) != visited.end()) continue;
-    visited.push_back(module.get());
-    for (const Capsule& c : module->capsules) {
-      auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
-      if (!inserted) {
-        out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateIdentity, c.where,
-                                 str("duplicate backend capsule identity `", c.name, "`"),
-                                 {str("first declared at ", position(it->second->where)),
-                                  str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
-                                 {}});
+    if (std::find(visited.begin(), visited.end(), module.get()) == visited.end()) visited.push_back(module.get());
+  }
+  // Profiles combining the same modules share one answer, computed once (issue 8, item 10:
+  // thousands of profiles over one large catalog must not cost profiles x capsules).
+  auto cached = duplicates.find(visited);
+  if (cached == duplicates.end()) {
+    // Identity duplicates across the modules this profile combines (TorchLean validateModules).
+    using Identity = std::tuple<std::string_view, Op, Provider, Device>;
+    std::map<Identity, const Capsule*> seen;
+    std::vector<std::pair<const Capsule*, const Capsule*>> found;
+    for (const CapsuleModule* module : visited) {
+      for (const Capsule& c : module->capsules) {
+        auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
+        if (!inserted) found.emplace_back(&c, it->second);
       }
     }
+    cached = duplicates.emplace(visited, std::move(found)).first;
+  }
+  for (const auto& [duplicate, first] : cached->second) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateIdentity, duplicate->where,
+                             str("duplicate backend capsule identity `", duplicate->name, "`"),
+                             {str("first declared at ", position(first->where)),
+                              str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
+                             {}});
   }
 }
 
@@ -188,8 +200,9 @@ Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
       else incomplete.push_back(std::move(*profile));
     }
   }
-  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics);
-  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics);
+  DuplicateCache duplicates;
+  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics, duplicates);
+  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics, duplicates);
   return workspace;
 }
 
@@ -198,7 +211,8 @@ ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& f
   if (!profile) return nullptr;
   auto shared = std::make_shared<const Profile>(std::move(*profile));
   Diagnostics problems;
-  check_profile(workspace, *shared, problems);
+  DuplicateCache duplicates;
+  check_profile(workspace, *shared, problems, duplicates);
   const bool rejected = has_errors(problems);
   workspace.diagnostics.insert(workspace.diagnostics.end(), problems.begin(), problems.end());
   if (rejected) return nullptr;

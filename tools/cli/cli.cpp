@@ -369,7 +369,10 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
                    counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
   }
   const bool unreadable = std::any_of(findings.begin(), findings.end(),
-                                      [](const Diagnostic& d) { return d.code == DiagCode::IoError; });
+                                      [](const Diagnostic& d) {
+                                        // A `*.toml` entry that is no regular file is as unreadable as a missing one.
+                                        return d.code == DiagCode::IoError || d.code == DiagCode::NonRegularFile;
+                                      });
   if (unreadable) return kUsage;
   return errors == 0 ? kOk : kRejected;
 }
