@@ -285,6 +285,33 @@ TEST_SUITE("diff class") {
     CHECK(weakening > 0);
   }
 
+  TEST_CASE("profiles that plan alike share their planning, each keeping its own name and place") {
+    // Note [Impact cost]: the rows of equal planning inputs are computed once and reused.
+    Tree base = shipped();
+    const ProfilePtr original = base.workspace.find_profile("checked_cpu");
+    REQUIRE(original != nullptr);
+    auto twin = std::make_shared<Profile>(*original);
+    twin->name = "checked_cpu_twin";
+    twin->where.line = 99;
+    base.workspace.profiles.push_back(twin);
+    Tree head = base;
+    for (ModulePtr& m : head.workspace.modules) {
+      if (m->name != "reference") continue;
+      auto copy = std::make_shared<CapsuleModule>(*m);
+      for (Capsule& c : copy->capsules) {
+        if (c.name == "reference.relu") c.contract(Obligation::Value).evidence = evidence_of(EvidenceKind::TrustedBoundary);
+      }
+      m = copy;
+    }
+    const TrustDiff diff = diff_trees(base, head, options(true));
+    std::vector<std::string> rows;
+    for (const Impact& row : diff.impacts) {
+      if (row.op == Op::Relu && row.direction == Direction::Weakened && row.profile.starts_with("checked_cpu")) rows.push_back(str(row.profile, "@", row.where.line));
+    }
+    std::sort(rows.begin(), rows.end());
+    CHECK(rows == std::vector<std::string>{str("checked_cpu@", original->where.line), "checked_cpu_twin@99"});
+  }
+
   TEST_CASE("neutral rewrites of every shipped file (comments, whitespace, key order) produce no finding") {
     const fs::path scratch = fs::temp_directory_path() / str("capsule-diff-class-", ::getpid());
     fs::remove_all(scratch);

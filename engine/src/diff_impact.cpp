@@ -155,6 +155,33 @@ std::string impact_message(const Selection& was, const Selection& now, const std
   return join(parts, "; ");
 }
 
+/// The impact rows of one profile (without its name and place), planned in both trees.
+std::vector<Impact> plan_rows(const Workspace& base, const ProfilePtr& b, const Workspace& head, const ProfilePtr& h) {
+  const auto resolved_base = resolve_profile(base, b);
+  const auto resolved_head = resolve_profile(head, h);
+  const std::string assurance = h->policy.assurance.label();
+  std::vector<Impact> rows;
+  for (const Op op : all_values<Op>()) {
+    Selection was = select(resolved_base, op);
+    Selection now = select(resolved_head, op);
+    if (same_selection(was, now)) continue;
+    Impact row;
+    row.op = op;
+    row.direction = impact_direction(was, now);
+    row.message = impact_message(was, now, assurance);
+    row.before = std::move(was);
+    row.after = std::move(now);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+struct PlannedRows {
+  ProfilePtr base;
+  ProfilePtr head;
+  std::vector<Impact> rows;
+};
+
 }  // namespace
 
 namespace diff_internal {
@@ -180,26 +207,26 @@ void plan_impact(const Tree& base, const Tree& head, TrustDiff& out) {
     module_unchanged.emplace(name, same);
     return same;
   };
+  std::vector<PlannedRows> planned;
   for (const ProfilePtr& h : head.workspace.profiles) {
     const auto found = base_profiles.find(h->name);
     if (found == base_profiles.end()) continue;  // a new profile has no BASE plan; its ProfileAdded change says what it admits
     const ProfilePtr& b = found->second;
     if (same_planning_inputs(*b, *h) && std::all_of(h->module_names.begin(), h->module_names.end(), unchanged)) continue;
-    const auto resolved_base = resolve_profile(base.workspace, b);
-    const auto resolved_head = resolve_profile(head.workspace, h);
-    const std::string assurance = h->policy.assurance.label();
-    for (const Op op : all_values<Op>()) {
-      Selection was = select(resolved_base, op);
-      Selection now = select(resolved_head, op);
-      if (same_selection(was, now)) continue;
-      Impact row;
+    // Profiles with equal planning inputs on both sides (say, thousands that differ only by
+    // name) plan alike: the first one's rows are computed, the others reuse them.
+    const auto same_plan = [&](const PlannedRows& rows) {
+      return same_planning_inputs(*rows.base, *b) && same_planning_inputs(*rows.head, *h);
+    };
+    auto cached = std::find_if(planned.begin(), planned.end(), same_plan);
+    if (cached == planned.end()) {
+      planned.push_back(PlannedRows{b, h, plan_rows(base.workspace, b, head.workspace, h)});
+      cached = std::prev(planned.end());
+    }
+    for (const Impact& planned_row : cached->rows) {
+      Impact row = planned_row;
       row.profile = h->name;
-      row.op = op;
-      row.direction = impact_direction(was, now);
-      row.message = impact_message(was, now, assurance);
       row.where = relative(h->where, head.root);
-      row.before = std::move(was);
-      row.after = std::move(now);
       out.impacts.push_back(std::move(row));
     }
   }
