@@ -776,8 +776,8 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
       "capsule diff BASE HEAD [--git] [--repo DIR] [--format text|markdown|json] [--accept FILE]");
   options.add_options()("base", po::value<std::string>(), "the tree before: a directory holding catalogs/ and profiles/")
       ("head", po::value<std::string>(), "the tree after")
-      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no checkout)")
-      ("repo", po::value<std::string>()->default_value("."), "with --git: a directory inside the repository")
+      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no shell, no checkout)")
+      ("repo", po::value<std::string>()->default_value("."), "with --git: the directory in the repository that holds catalogs/ and profiles/")
       ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
       ("accept", po::value<std::string>(), "a reviewed waivers file (TOML) whose changes do not fail the run")
       ("help,h", "show this help");
