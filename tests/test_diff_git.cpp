@@ -222,6 +222,16 @@ TEST_SUITE("diff git") {
     }
   }
 
+  TEST_CASE("a blob larger than the bound is refused before it is read") {
+    Repo repo("large", "");
+    repo.write("catalogs/huge.toml", std::string(17u << 20, '#'));
+    repo.commit("huge");
+    const testing::CliRun run = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo.root().string()});
+    CHECK(run.status == 2);
+    CHECK(has(run.err, "HEAD:catalogs/huge.toml: error[git-error]"));
+    CHECK(has(run.err, "reads at most 16777216 bytes per file"));
+  }
+
   TEST_CASE("non-regular *.toml entries are errors alike in a directory and in a revision") {
     Repo repo("odd", "");
     // A symlink (to a file that would load fine), a directory and a submodule, all named *.toml.

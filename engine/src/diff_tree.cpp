@@ -19,6 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// No catalog or profile is near this size; a larger blob is refused before it is read, so a
+/// revision cannot exhaust memory through the diff.
+constexpr std::size_t kMaxBlobBytes = 16u << 20;
+
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -200,6 +204,11 @@ Result<std::string, Diagnostics> GitRevision::blob(const std::string& object, co
     size = std::stoull(fields[2]);
   } catch (...) {
     return fail(broken());
+  }
+  if (size > kMaxBlobBytes) {
+    cat_file_.reset();  // the rest of this blob is never read; git stops on the closed pipe
+    return fail(Diagnostics{git_error(name(path), str("`", name(path), "` is ", size, " bytes; a --git diff reads at most ",
+                                                      kMaxBlobBytes, " bytes per file"))});
   }
   std::optional<std::string> contents = cat_file_->read_bytes(size);
   if (!contents || !cat_file_->read_bytes(1)) return fail(broken());
