@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -215,6 +216,34 @@ TEST_CASE("relabelling trusted-external as checked while the evidence stays a tr
   CHECK(exit_status(diff) == 1);
 }
 
+TEST_CASE("a relabel ranked weakened never yields impact rows ranked strengthened") {
+  // Every trusted-external capsule relabelled checked while its evidence stays what it was: the
+  // external profiles keep selecting the same capsules, which rest on the same boundaries.
+  Tree head = shipped();
+  std::vector<std::string> relabelled;
+  for (const ModulePtr& m : shipped().workspace.modules) {
+    for (const Capsule& c : m->capsules) {
+      if (c.trust == Trust::TrustedExternal) relabelled.push_back(c.name);
+    }
+  }
+  REQUIRE_FALSE(relabelled.empty());
+  for (const std::string& name : relabelled) {
+    head = with_capsule(head, name, [](Capsule& c) { c.trust = Trust::Checked; });
+  }
+  const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+  INFO(all_ids(diff));
+  std::size_t same_capsule_rows = 0;
+  for (const Impact& row : diff.impacts) {
+    CAPTURE(row.id);
+    CHECK(row.direction != Direction::Strengthened);
+    if (row.before.capsule == row.after.capsule) ++same_capsule_rows;
+  }
+  CHECK(same_capsule_rows > 0);  // the external profiles' rows exist and were judged
+  for (const std::string& name : relabelled) {
+    CHECK(find_change(diff, "weakened:capsule:" + name + ":trust") != nullptr);
+  }
+}
+
 TEST_CASE("a profile's assurance widened to external now admits a trusted boundary and fails") {
   const TrustDiff diff = diff_case("assurance-widened");
   INFO(all_ids(diff));
@@ -251,8 +280,10 @@ TEST_CASE("reordering modules so another capsule is selected lists the op with o
   CHECK(exit_status(diff) == 1);
   const std::string markdown = render_markdown(diff);
   CHECK(has(markdown, "#### Impact on plans (1)"));
-  CHECK(has(markdown, "native\\_cuda.direct\\_attention (checked, value test-suite, gate accepted)"));
-  CHECK(has(markdown, "libtorch.sdpa\\_forward (trusted-external, value trusted-boundary, gate accepted)"));
+  CHECK(has(markdown, "native\\_cuda.direct\\_attention (checked, value test-suite (native\\_cuda.attention), vjp "
+                      "test-suite (native\\_cuda.attention), gate accepted)"));
+  CHECK(has(markdown, "libtorch.sdpa\\_forward (trusted-external, value trusted-boundary (LibTorch/CUDA SDPA "
+                      "implementation), vjp runtime-guard (backend profile requires vjp=torchlean-tape), gate accepted)"));
 }
 
 TEST_CASE("whitespace / comments and key order produce no findings") {
@@ -263,8 +294,12 @@ TEST_CASE("whitespace / comments and key order produce no findings") {
   INFO(all_ids(diff));
   CHECK(diff.empty());
   CHECK(exit_status(diff) == 0);
-  CHECK(render_text(diff) == "trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\n");
-  CHECK(render_markdown(diff) == "### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n");
+  const std::string text = render_text(diff);
+  CHECK(text.starts_with("trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\nbase read: catalogs "));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 4);  // the two folder lines and nothing else
+  const std::string markdown = render_markdown(diff);
+  CHECK(markdown.starts_with("### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n"));
+  CHECK_FALSE(has(markdown, "####"));
   CHECK(has(render_json(diff), "\"changes\":[],\"impact\":[]"));
 }
 
@@ -294,7 +329,7 @@ TEST_CASE("evidence order: a trusted boundary is the weakest real evidence / not
         evidence_rank(ClaimKind::ShapeSafety, EvidenceKind::TestSuite));
 }
 
-TEST_CASE("evidence changes are ranked per claim; a renamed suite is neutral but shown") {
+TEST_CASE("evidence changes are ranked per claim; a renamed suite needs review") {
   SUBCASE("shape: runtime guard to test suite is weakened") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
       c.contract(Obligation::Shape).evidence = Evidence{EvidenceKind::TestSuite, "reference.shapes", {}, {}, {}};
@@ -310,16 +345,48 @@ TEST_CASE("evidence changes are ranked per claim; a renamed suite is neutral but
     CHECK(find_change(diff, "strengthened:capsule:reference.relu:value") != nullptr);
     CHECK(exit_status(diff) == 0);
   }
-  SUBCASE("value: same kind, other suite is an evidence rename") {
+  SUBCASE("value: same kind, other suite needs review, and every format shows both names") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
       c.contract(Obligation::Value).evidence.name = "reference.values_v2";
     });
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
-    const Change* change = find_change(diff, "neutral:capsule:reference.relu:value");
+    INFO(all_ids(diff));
+    const Change* change = find_change(diff, "weakened:capsule:reference.relu:value");
     REQUIRE(change != nullptr);
-    CHECK(change->message == "value evidence renamed");
+    CHECK(has(change->message, "value evidence now names another test-suite"));
+    CHECK(change->before == "test-suite (reference.values)");
     CHECK(change->after == "test-suite (reference.values_v2)");
-    CHECK(exit_status(diff) == 0);
+    CHECK(exit_status(diff) == 1);
+    // The impact of the same capsule is not neutral either, and its cause covers it.
+    const Impact* row = find_impact(diff, "checked_cpu", Op::Relu);
+    REQUIRE(row != nullptr);
+    CHECK(row->direction == Direction::Weakened);
+    CHECK(row->caused_by == std::vector<std::string>{change->id});
+    const std::string text = render_text(diff);
+    CHECK(has(text, "test-suite (reference.values) -> test-suite (reference.values_v2)"));
+    const std::string json = render_json(diff);
+    CHECK(has(json, "\"name\":\"reference.values\""));
+    CHECK(has(json, "\"name\":\"reference.values_v2\""));
+    const std::string markdown = render_markdown(diff);
+    CHECK(has(markdown, "reference.values\\_v2"));
+    // Each impact row's before and after cells differ.
+    std::istringstream lines(markdown);
+    std::size_t rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("| `checked_cpu` | `relu`")) continue;
+      ++rows;
+      std::vector<std::string> cells;
+      std::size_t start = 0;
+      for (std::size_t bar = line.find(" | "); bar != std::string::npos; bar = line.find(" | ", start)) {
+        cells.push_back(line.substr(start, bar - start));
+        start = bar + 3;
+      }
+      REQUIRE(cells.size() >= 4);
+      CHECK(cells[2] != cells[3]);
+      CHECK(has(cells[2], "reference.values)"));
+      CHECK(has(cells[3], "reference.values\\_v2)"));
+    }
+    CHECK(rows == 1);
   }
   SUBCASE("value: not-applicable backs no value claim and the checked gate would not catch it") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
@@ -645,8 +712,9 @@ TEST_CASE("renderers: text lists ids / markdown reads as a pull-request comment 
                            "0 strengthened, 1 neutral", 0) == 0);
   CHECK(has(markdown, "#### Weakened (1)\n\n| change | what | where |\n|---|---|---|\n| `weakened:capsule:reference.relu:value` |"));
   CHECK(has(markdown, "<details><summary>1 neutral change (shown, not failing)</summary>"));
-  CHECK(has(markdown, "| `checked_cpu` | `relu` | reference.relu (checked, value test-suite, gate accepted) | "
-                           "reference.relu (checked, value trusted-boundary, gate rejected) | **weakened** |"));
+  CHECK(has(markdown, "| `checked_cpu` | `relu` | reference.relu (checked, value test-suite (reference.values), gate "
+                      "accepted) | reference.relu (checked, value trusted-boundary (vendor relu kernel), gate rejected) | "
+                      "**weakened** |"));
   CHECK(has(markdown, "[[waiver]]\nchange = \"weakened:capsule:reference.relu:value\"\naccepted_by = \"\""));
   CHECK(has(markdown, "expires = 2026-04-15"));
 
@@ -679,7 +747,7 @@ TEST_CASE("change ids are unique and use the documented key format") {
 
 // ---- git revisions ---------------------------------------------------------------------------------
 
-TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision without a checkout") {
+TEST_CASE("load_git_tree reads catalogs and profiles of a revision without a checkout") {
   const std::filesystem::path repo(CAPSULE_SOURCE_DIR);
   // A source tarball, a machine without git, or a checkout git refuses to read (another owner)
   // cannot answer; that is the environment, not the diff.
@@ -691,22 +759,23 @@ TEST_CASE("materialize_git_tree extracts catalogs and profiles of a revision wit
   const std::filesystem::path scratch =
       std::filesystem::temp_directory_path() / ("capsule-diff-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(scratch);
-  const auto root = materialize_git_tree("HEAD", repo, scratch);
-  REQUIRE_MESSAGE(root.has_value(), (root ? std::string() : root.error()));
-  CHECK(std::filesystem::exists(*root / "catalogs" / "reference.toml"));
-  CHECK(std::filesystem::exists(*root / "profiles" / "checked_cpu.toml"));
-  CHECK_FALSE(std::filesystem::exists(*root / "engine"));
-  const auto tree = load_tree(*root, "HEAD", load_options());
-  REQUIRE(tree.has_value());
+  const auto tree = load_git_tree("HEAD", repo, scratch, load_options());
+  REQUIRE_MESSAGE(tree.has_value(), (tree ? std::string() : render(tree.error())));
+  CHECK(std::filesystem::exists(scratch / "catalogs" / "reference.toml"));
+  CHECK(std::filesystem::exists(scratch / "profiles" / "checked_cpu.toml"));
+  CHECK_FALSE(std::filesystem::exists(scratch / "engine"));
   CHECK(tree->workspace.find_module("reference") != nullptr);
   CHECK(tree->workspace.find_profile("checked_cpu") != nullptr);
+  CHECK(tree->folders.catalogs == "HEAD:catalogs");
+  CHECK(tree->folders.profiles == "HEAD:profiles");
 
-  const auto missing = materialize_git_tree("no-such-revision-xyz", repo, scratch / "bad");
+  const auto missing = load_git_tree("no-such-revision-xyz", repo, scratch / "bad", load_options());
   REQUIRE_FALSE(missing.has_value());
-  CHECK(has(missing.error(), "`no-such-revision-xyz` is not a commit of the repository"));
-  const auto option = materialize_git_tree("--output=/tmp/x", repo, scratch / "bad");
+  CHECK(missing.error().front().code == DiagCode::GitError);
+  CHECK(has(missing.error().front().message, "`no-such-revision-xyz` is not a commit of the repository"));
+  const auto option = load_git_tree("--output=/tmp/x", repo, scratch / "bad", load_options());
   REQUIRE_FALSE(option.has_value());
-  CHECK(has(option.error(), "invalid git revision"));
+  CHECK(has(option.error().front().message, "invalid git revision"));
   std::filesystem::remove_all(scratch);
 }
 

@@ -130,9 +130,17 @@ expires = )", expires, "\n"));
     INFO(added.err);
     CHECK(added.status != 2);
     CHECK(has(added.out, "checked_cpu"));
-    const testing::CliRun run = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo + "/catalogs"});
+    CHECK(has(added.out, "base read: catalogs HEAD~2:catalogs; profiles none (no profiles/ folder: read as empty)"));
+    const testing::CliRun run = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo});
     INFO(run.err);
     CHECK(run.status == 1);
+    CHECK(has(run.out, "base read: catalogs HEAD~1:catalogs; profiles HEAD~1:profiles"));
+    // The trees are found relative to the directory named: catalogs/ holds neither folder, and
+    // that is an error naming it, never an empty tree.
+    const testing::CliRun inner = testing::run_cli({"diff", "--git", "HEAD~1", "HEAD", "--repo", repo + "/catalogs"});
+    CHECK(inner.status == 2);
+    CHECK(has(inner.err, "`HEAD:catalogs` holds neither catalogs/ nor profiles/"));
+    CHECK_FALSE(has(inner.out, "no changes"));
     CHECK(has(run.out, "trust diff HEAD~1 -> HEAD"));
     CHECK(has(run.out, "weakened:capsule:reference.relu:value"));
     // The working tree was not touched by reading the revisions.

@@ -164,6 +164,8 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::Usage,                 DiagCode::UnknownTestSuite,        DiagCode::UnknownRuntimeGuard,
     DiagCode::MissingProvenanceFile, DiagCode::MissingProvenanceSymbol, DiagCode::NoTestSuiteManifest,
     DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler,
+    // Directory listings and git revisions, not file contents (tests/test_diff_git.cpp).
+    DiagCode::GitError,              DiagCode::NonRegularFile,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

@@ -7,19 +7,13 @@
 // plans every op under every HEAD profile in both trees.
 #include "capsule/diff.hpp"
 
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <fstream>
-#include <cstdio>
 #include <map>
 #include <set>
 
 #include "capsule/gate.hpp"
-#include "capsule/json.hpp"
-#include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
-#include "toml_reader.hpp"
+#include "diff_internal.hpp"
 
 namespace capsule {
 
@@ -157,9 +151,7 @@ int evidence_rank(ClaimKind claim, EvidenceKind evidence) {
   return 0;
 }
 
-namespace {
-
-// ---- words ----------------------------------------------------------------------------------
+namespace diff_internal {
 
 std::string evidence_words(const Evidence& e) {
   switch (e.kind) {
@@ -172,6 +164,29 @@ std::string evidence_words(const Evidence& e) {
   }
   return {};
 }
+
+SourceLoc relative(const SourceLoc& where, const std::filesystem::path& root) {
+  if (root.empty() || where.file.empty()) return where;
+  std::filesystem::path base = root.lexically_normal();
+  if (!base.has_filename() && base.has_parent_path()) base = base.parent_path();  // "dir/" → "dir"
+  const std::filesystem::path rel = std::filesystem::path(where.file).lexically_normal().lexically_relative(base);
+  if (rel.empty() || rel.begin()->string() == "..") return where;
+  SourceLoc out = where;
+  out.file = rel.generic_string();
+  return out;
+}
+
+std::string location_words(const SourceLoc& where) { return where.file.empty() ? std::string() : str(where); }
+
+}  // namespace diff_internal
+
+namespace {
+
+using diff_internal::evidence_words;
+using diff_internal::location_words;
+using diff_internal::relative;
+
+// ---- words ----------------------------------------------------------------------------------
 
 std::string claim_words(const Claim& c) {
   std::string out = str(to_string(c.kind), " for ", to_string(c.op));
@@ -263,19 +278,6 @@ std::vector<std::string> rejected_under_checked(const Capsule& c) {
   }
   return out;
 }
-
-SourceLoc relative(const SourceLoc& where, const std::filesystem::path& root) {
-  if (root.empty() || where.file.empty()) return where;
-  std::filesystem::path base = root.lexically_normal();
-  if (!base.has_filename() && base.has_parent_path()) base = base.parent_path();  // "dir/" → "dir"
-  const std::filesystem::path rel = std::filesystem::path(where.file).lexically_normal().lexically_relative(base);
-  if (rel.empty() || rel.begin()->string() == "..") return where;
-  SourceLoc out = where;
-  out.file = rel.generic_string();
-  return out;
-}
-
-std::string location_words(const SourceLoc& where) { return where.file.empty() ? std::string() : str(where); }
 
 // ---- capsule matching -----------------------------------------------------------------------
 
@@ -379,7 +381,6 @@ class Differ {
 
   void capsules();
   void profiles();
-  void impact();
 
  private:
   Change& add(ChangeKind kind, std::string subject, Direction direction, std::string message, const SourceLoc& where,
@@ -637,10 +638,13 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
       change.notes.push_back(str("the boundary already expired on ", format_date(*now.expires)));
     }
   } else if (was.name != now.name || was.reason != now.reason) {
-    // Same kind, other suite or reason: the strength did not move, but a reviewer should see
-    // which suite now stands behind the claim.
-    add_o(ChangeKind::Evidence, Direction::Neutral,
-          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed" : " evidence renamed"),
+    // Note [Renamed evidence]: same kind, other suite, guard, definition or reason. The kind did
+    // not move, but what stands behind the claim did: the new suite may test nothing of it, and
+    // only a reviewer can tell. So it needs review (weakened, waivable), never neutral.
+    add_o(ChangeKind::Evidence, Direction::Weakened,
+          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed"
+                                                              : str(" evidence now names another ", to_string(now.kind)),
+              ": a reviewer must confirm it still backs the claim"),
           evidence_words(was), evidence_words(now));
   }
   if (was.kind == now.kind && was.owner != now.owner) {
@@ -667,8 +671,18 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
 }
 
 void Differ::profiles() {
+  // Indexed by name (the first of a name, as find_profile): thousands of profiles must not cost
+  // their square (Note [Impact cost] in diff_impact.cpp).
+  const auto index = [](const Workspace& workspace) {
+    std::map<std::string_view, ProfilePtr> out;
+    for (const ProfilePtr& p : workspace.profiles) out.emplace(p->name, p);
+    return out;
+  };
+  const std::map<std::string_view, ProfilePtr> base_profiles = index(base_.workspace);
+  const std::map<std::string_view, ProfilePtr> head_profiles = index(head_.workspace);
   for (const ProfilePtr& h : head_.workspace.profiles) {
-    const ProfilePtr b = base_.workspace.find_profile(h->name);
+    const auto found = base_profiles.find(h->name);
+    const ProfilePtr b = found == base_profiles.end() ? nullptr : found->second;
     if (b) {
       profile_pair(*b, *h);
       continue;
@@ -683,7 +697,7 @@ void Differ::profiles() {
     change.after = h->name;
   }
   for (const ProfilePtr& b : base_.workspace.profiles) {
-    if (head_.workspace.find_profile(b->name) != nullptr) continue;
+    if (head_profiles.count(b->name) != 0) continue;
     add(ChangeKind::ProfileRemoved, b->name, Direction::Neutral, "profile removed", b->where, Side::Base).before = b->name;
   }
 }
@@ -783,151 +797,6 @@ void Differ::profile_pair(const Profile& b, const Profile& h) {
            bracket_list(was_catalogs), bracket_list(now_catalogs));
   }
 }
-
-// ---- impact ---------------------------------------------------------------------------------
-
-Selection select(const Result<ResolvedProfile, std::string>& resolved, Op op) {
-  Selection selection;
-  if (!resolved) {
-    selection.unplannable = resolved.error();
-    return selection;
-  }
-  const Planner& planner = resolved->planner;
-  const Capsule* c = planner.chosen(op);
-  if (c == nullptr) {
-    auto planned = planner.plan_op(op);
-    selection.unplannable = planned ? std::string("no capsule chosen") : planned.error().message;
-    return selection;
-  }
-  selection.capsule = c->name;
-  for (const ModulePtr& module : planner.registry().modules()) {
-    for (const Capsule& candidate : module->capsules) {
-      if (&candidate == c) selection.module = module->name;
-    }
-  }
-  selection.trust = c->trust;
-  for (const Obligation o : all_values<Obligation>()) {
-    selection.claims[static_cast<std::size_t>(o)] = c->contract(o).claim.kind;
-    selection.evidence[static_cast<std::size_t>(o)] = c->contract(o).evidence;
-  }
-  const PlannedKernel kernel{op, c};
-  for (const AcceptanceFailure& failure : acceptance_failures(kernel, planner.policy())) {
-    selection.gate_failures.push_back(failure.message());
-  }
-  selection.accepted = selection.gate_failures.empty();
-  return selection;
-}
-
-bool same_evidence(const Evidence& a, const Evidence& b) {
-  return a.kind == b.kind && a.name == b.name && a.reason == b.reason;
-}
-
-bool same_selection(const Selection& a, const Selection& b) {
-  if (a.planned() != b.planned()) return false;
-  if (!a.planned()) return true;  // unplannable on both sides: nothing runs either way
-  if (a.capsule != b.capsule || a.trust != b.trust || a.accepted != b.accepted) return false;
-  for (std::size_t i = 0; i < a.evidence.size(); ++i) {
-    if (!same_evidence(a.evidence[i], b.evidence[i])) return false;
-  }
-  return true;
-}
-
-bool relies_on_boundary(const Selection& s) {
-  if (s.trust == Trust::TrustedExternal) return true;
-  return std::any_of(s.evidence.begin(), s.evidence.end(),
-                     [](const Evidence& e) { return e.kind == EvidenceKind::TrustedBoundary; });
-}
-
-/// Weakened when the op now runs on a lower trust label or weaker evidence for the same kind of
-/// claim, or newly runs (gate accepted) on a trusted boundary; becoming unplannable fails closed
-/// and is neutral.
-Direction impact_direction(const Selection& was, const Selection& now) {
-  if (!now.planned()) return Direction::Neutral;
-  if (!was.planned()) return now.accepted && relies_on_boundary(now) ? Direction::Weakened : Direction::Neutral;
-  // The gate newly lets the op run on a trusted boundary (for example after the assurance widened).
-  if (!was.accepted && now.accepted && relies_on_boundary(now)) return Direction::Weakened;
-  bool weaker = was.trust == Trust::Checked && now.trust == Trust::TrustedExternal;
-  bool stronger = was.trust == Trust::TrustedExternal && now.trust == Trust::Checked;
-  for (std::size_t i = 0; i < was.claims.size(); ++i) {
-    if (was.claims[i] != now.claims[i]) continue;  // different claims do not rank against each other
-    const int rank_was = evidence_rank(was.claims[i], was.evidence[i].kind);
-    const int rank_now = evidence_rank(now.claims[i], now.evidence[i].kind);
-    weaker = weaker || rank_now < rank_was;
-    stronger = stronger || rank_now > rank_was;
-  }
-  if (weaker) return Direction::Weakened;
-  return stronger ? Direction::Strengthened : Direction::Neutral;
-}
-
-std::string impact_message(const Selection& was, const Selection& now, const std::string& assurance) {
-  if (!was.planned()) {
-    return str("was unplannable; now selects ", now.capsule, " (", to_string(now.trust), ", gate ",
-               now.accepted ? "accepts" : "rejects", " under ", assurance, ")");
-  }
-  if (!now.planned()) return str("selected ", was.capsule, "; now unplannable: ", now.unplannable);
-  std::vector<std::string> parts;
-  const bool same_capsule = was.capsule == now.capsule;
-  parts.push_back(same_capsule ? str(now.capsule, " (same capsule)") : str(was.capsule, " -> ", now.capsule));
-  if (was.trust != now.trust) parts.push_back(str("trust ", to_string(was.trust), " -> ", to_string(now.trust)));
-  // Across two capsules every suite name differs; only a change of kind says something about
-  // trust. For the same capsule a renamed suite is all there is to show.
-  for (const Obligation o : all_values<Obligation>()) {
-    const std::size_t i = static_cast<std::size_t>(o);
-    const bool differs = same_capsule ? !same_evidence(was.evidence[i], now.evidence[i])
-                                      : was.evidence[i].kind != now.evidence[i].kind;
-    if (differs) {
-      parts.push_back(str(to_string(o), " evidence ", evidence_words(was.evidence[i]), " -> ",
-                          evidence_words(now.evidence[i])));
-    }
-  }
-  if (was.accepted != now.accepted) {
-    parts.push_back(str("gate under ", assurance, ": ", was.accepted ? "accepted" : "rejected", " -> ",
-                        now.accepted ? "accepted" : "rejected"));
-  }
-  return join(parts, "; ");
-}
-
-void Differ::impact() {
-  for (const ProfilePtr& h : head_.workspace.profiles) {
-    const ProfilePtr b = base_.workspace.find_profile(h->name);
-    if (!b) continue;  // a new profile has no BASE plan; its ProfileAdded change says what it admits
-    const auto resolved_base = resolve_profile(base_.workspace, b);
-    const auto resolved_head = resolve_profile(head_.workspace, h);
-    const std::string assurance = h->policy.assurance.label();
-    for (const Op op : all_values<Op>()) {
-      Selection was = select(resolved_base, op);
-      Selection now = select(resolved_head, op);
-      if (same_selection(was, now)) continue;
-      Impact row;
-      row.profile = h->name;
-      row.op = op;
-      row.direction = impact_direction(was, now);
-      row.message = impact_message(was, now, assurance);
-      row.where = relative(h->where, head_.root);
-      row.before = std::move(was);
-      row.after = std::move(now);
-      out_.impacts.push_back(std::move(row));
-    }
-  }
-}
-
-/// Note [Impact causes]: when a profile keeps the same capsule for an op and the op still got
-/// weaker, the capsule's own weakened changes are the whole reason. Recording them lets one
-/// waiver of the capsule change cover every profile that selects it, so a reviewer accepts one
-/// decision once; an impact whose capsule moved (module order, preference, a relabel that
-/// changes selection) has no such cause and must be accepted on its own.
-void attribute_causes(TrustDiff& diff) {
-  for (Impact& row : diff.impacts) {
-    if (row.direction != Direction::Weakened || !row.before.planned() || !row.after.planned()) continue;
-    if (row.before.capsule != row.after.capsule) continue;
-    const std::string& name = row.after.capsule;
-    for (const Change& change : diff.changes) {
-      if (change.direction != Direction::Weakened || scope_of(change.kind) != ChangeScope::Capsule) continue;
-      if (change.subject == name || change.subject.rfind(name + "@", 0) == 0) row.caused_by.push_back(change.id);
-    }
-  }
-}
-
 void assign_ids(TrustDiff& diff) {
   std::map<std::string, int> seen;
   // Ids must be unique for waivers to name one finding; a repeat (two changes of one aspect on
@@ -945,604 +814,22 @@ void assign_ids(TrustDiff& diff) {
   }
 }
 
-// ---- processes ------------------------------------------------------------------------------
-
-std::string shell_quote(std::string_view text) {
-  std::string out = "'";
-  for (const char c : text) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-
-/// Runs `command` through the shell and captures its stdout. Messages and paths lose their
-/// trailing newlines; file contents (`keep_trailing_space`) are kept byte for byte.
-CommandResult run_command(const std::string& command, bool keep_trailing_space = false) {
-  CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    result.output = "cannot start a shell";
-    return result;
-  }
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  if (status != -1 && WIFEXITED(status)) result.status = WEXITSTATUS(status);
-  while (!keep_trailing_space && !result.output.empty() &&
-         (result.output.back() == '\n' || result.output.back() == '\r')) {
-    result.output.pop_back();
-  }
-  return result;
-}
-
-// ---- waivers --------------------------------------------------------------------------------
-
-/// `direction:scope:subject:aspect`, with a known direction and scope and non-empty parts.
-std::string change_id_problem(std::string_view id) {
-  const std::size_t first = id.find(':');
-  if (first == std::string_view::npos) return "expected direction:scope:subject:aspect";
-  if (!parse<Direction>(id.substr(0, first))) return "the direction must be weakened, strengthened or neutral";
-  const std::size_t second = id.find(':', first + 1);
-  if (second == std::string_view::npos) return "expected direction:scope:subject:aspect";
-  if (!parse<ChangeScope>(id.substr(first + 1, second - first - 1))) {
-    return "the scope must be module, capsule, profile or impact";
-  }
-  const std::size_t last = id.rfind(':');
-  if (last == second || last == second + 1 || last + 1 == id.size()) return "the subject and the aspect must not be empty";
-  return {};
-}
-
-// ---- rendering ------------------------------------------------------------------------------
-
-std::string summary_words(const DiffCounts& n) {
-  return str(n.weakened, " weakened, ", n.strengthened, " strengthened, ", n.neutral, " neutral; ", n.impacted, " op",
-             n.impacted == 1 ? "" : "s", " impacted (", n.impact_weakened, " weakened); ", n.waived, " waived");
-}
-
-/// `: 2 weakened findings not waived, 1 expired waiver`, or nothing when the run passes.
-std::string failing_words(const TrustDiff& diff, const DiffCounts& n) {
-  const std::size_t open = n.failing - diff.expired_waivers.size();
-  std::vector<std::string> parts;
-  if (open != 0) parts.push_back(str(open, " weakened finding", open == 1 ? "" : "s", " not waived"));
-  if (!diff.expired_waivers.empty()) {
-    parts.push_back(str(diff.expired_waivers.size(), " expired waiver", diff.expired_waivers.size() == 1 ? "" : "s"));
-  }
-  return parts.empty() ? std::string() : ": " + join(parts, ", ");
-}
-
-std::string waiver_words(const Waiver& w) {
-  return str("waived by ", w.accepted_by, " until ", format_date(w.expires), ": ", w.reason);
-}
-
-std::string selection_words(const Selection& s) {
-  if (!s.planned()) return "unplannable";
-  const Evidence& value = s.evidence[static_cast<std::size_t>(Obligation::Value)];
-  return str(s.capsule, " (", to_string(s.trust), ", value ", to_string(value.kind), ", gate ",
-             s.accepted ? "accepted" : "rejected", ")");
-}
-
-std::string side_words(Side side) { return side == Side::Head ? "head" : "base"; }
-
-std::string where_words(const SourceLoc& where, Side side) {
-  const std::string place = location_words(where);
-  if (place.empty()) return {};
-  return str(place, " (", side_words(side), ")");
-}
-
-/// Text from catalogs (names, reasons, summaries) made inert in a table cell: outside code spans,
-/// characters that would start a link, image, emphasis, entity or HTML tag are escaped, so a
-/// pull request cannot inject markup into the review summary. Code spans stay literal.
-std::string markdown_cell(std::string_view text) {
-  std::string out;
-  bool in_code = false;
-  for (const char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n') {
-      out += ' ';
-    } else if (c == '`') {
-      in_code = !in_code;
-      out += c;
-    } else if (in_code) {
-      out += c;
-    } else if (c == '<') {
-      out += "&lt;";
-    } else if (c == '>') {
-      out += "&gt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else if (c == '\\' || c == '*' || c == '_' || c == '[' || c == ']' || c == '!' || c == '~') {
-      out += '\\';
-      out += c;
-    } else {
-      out += c;
-    }
-  }
-  if (in_code) out += '`';  // close an unbalanced span so it cannot swallow the rest of the row
-  return out;
-}
-
-std::string markdown_code(std::string_view text) {
-  // A code span cannot hold a backtick or a pipe inside a table; such names are shown plain.
-  if (text.find('`') != std::string_view::npos || text.find('|') != std::string_view::npos) return markdown_cell(text);
-  return str("`", text, "`");
-}
-
-std::string markdown_what(const Change& c) {
-  std::string out = markdown_cell(c.message);
-  if (!c.before.empty() || !c.after.empty()) {
-    out += str("<br>", c.before.empty() ? "(none)" : markdown_cell(c.before), " → ",
-               c.after.empty() ? "(none)" : markdown_cell(c.after));
-  }
-  for (const std::string& note : c.notes) out += "<br>note: " + markdown_cell(note);
-  if (c.waiver) out += "<br>**" + markdown_cell(waiver_words(*c.waiver)) + "**";
-  return out;
-}
-
-std::string markdown_change_table(const std::vector<const Change*>& changes) {
-  std::string out = "| change | what | where |\n|---|---|---|\n";
-  for (const Change* c : changes) {
-    const std::string place = location_words(c->where);
-    out += str("| ", markdown_code(c->id), " | ", markdown_what(*c), " | ",
-               place.empty() ? std::string() : str(markdown_code(place), " (", side_words(c->side), ")"), " |\n");
-  }
-  return out;
-}
-
-void write_evidence_json(JsonWriter& json, const Evidence& e) {
-  json.begin_object().field("kind", to_string(e.kind));
-  if (e.kind == EvidenceKind::TrustedBoundary) json.field("reason", e.reason);
-  else if (e.kind != EvidenceKind::NotApplicable) json.field("name", e.name);
-  json.end_object();
-}
-
-void write_where_json(JsonWriter& json, const SourceLoc& where, Side side) {
-  json.key("where")
-      .begin_object()
-      .field("side", side_words(side))
-      .field("file", where.file)
-      .field("line", static_cast<std::int64_t>(where.line))
-      .field("column", static_cast<std::int64_t>(where.column))
-      .end_object();
-}
-
-void write_waiver_json(JsonWriter& json, const Waiver& w) {
-  json.begin_object()
-      .field("change", w.change)
-      .field("accepted_by", w.accepted_by)
-      .field("reason", w.reason)
-      .field("expires", format_date(w.expires))
-      .field("where", location_words(w.where))
-      .end_object();
-}
-
-void write_selection_json(JsonWriter& json, const Selection& s) {
-  json.begin_object().field("planned", s.planned());
-  if (!s.planned()) {
-    json.field("reason", s.unplannable).end_object();
-    return;
-  }
-  json.field("capsule", s.capsule).field("module", s.module).field("trust", to_string(s.trust));
-  json.key("evidence").begin_object();
-  for (const Obligation o : all_values<Obligation>()) {
-    json.key(to_string(o));
-    write_evidence_json(json, s.evidence[static_cast<std::size_t>(o)]);
-  }
-  json.end_object();
-  json.field("gate", s.accepted ? "accepted" : "rejected").string_array("gate_failures", s.gate_failures);
-  json.end_object();
-}
-
 }  // namespace
-
-// ---- public entry points --------------------------------------------------------------------
-
-Result<Tree, Diagnostics> load_tree(const std::filesystem::path& root, std::string label, const LoadOptions& options) {
-  // A tree without catalogs/ or profiles/ (say, the base of the pull request that adds them) is
-  // an empty tree, not an unreadable one.
-  std::vector<std::filesystem::path> catalogs;
-  std::vector<std::filesystem::path> profiles;
-  std::error_code error;
-  if (std::filesystem::exists(root / "catalogs", error)) catalogs.push_back(root / "catalogs");
-  if (std::filesystem::exists(root / "profiles", error)) profiles.push_back(root / "profiles");
-  Tree tree{load_workspace(catalogs, profiles, options), std::move(label), root};
-  if (has_errors(tree.workspace.diagnostics)) return fail(std::move(tree.workspace.diagnostics));
-  return tree;
-}
-
-Result<std::filesystem::path, std::string> materialize_git_tree(std::string_view rev,
-                                                                const std::filesystem::path& repo_dir,
-                                                                const std::filesystem::path& scratch_dir) {
-  // A revision starting with '-' would be read as an option by git, quoting or not.
-  if (rev.empty() || rev.front() == '-') return fail(str("invalid git revision `", rev, "`"));
-  std::error_code error;
-  std::filesystem::create_directories(scratch_dir, error);
-  if (error) return fail(str("cannot create ", scratch_dir.string(), ": ", error.message()));
-  const std::filesystem::path scratch = std::filesystem::absolute(scratch_dir, error);
-  if (error) return fail(str("cannot resolve ", scratch_dir.string(), ": ", error.message()));
-  // Pathspecs are relative to git's working directory: work from the top level so any directory
-  // inside the repository works. stderr is dropped here so a warning cannot become the path.
-  const CommandResult top =
-      run_command(str("git -C ", shell_quote(repo_dir.string()), " rev-parse --show-toplevel 2>/dev/null"));
-  if (top.status != 0 || top.output.empty()) {
-    return fail(str("`", repo_dir.string(), "` is not inside a git repository"));
-  }
-  const std::string top_dir = top.output;
-  const CommandResult verify =
-      run_command(str("git -C ", shell_quote(top_dir), " rev-parse --verify --quiet ", shell_quote(str(rev, "^{commit}")),
-                      " 2>&1"));
-  if (verify.status != 0) return fail(str("`", rev, "` is not a commit of the repository at ", top_dir));
-  // The blobs exactly as committed: `git archive` would apply the revision's own .gitattributes
-  // (export-ignore, export-subst), so a change could hide itself from review.
-  const CommandResult listing = run_command(str("git -C ", shell_quote(top_dir), " ls-tree -r -z --name-only ",
-                                                shell_quote(rev), " -- catalogs profiles 2>&1"));
-  if (listing.status != 0) {
-    return fail(str("listing `", rev, "` failed: ", listing.output.empty() ? "no output" : listing.output));
-  }
-  for (std::string_view dir : {"catalogs", "profiles"}) {
-    std::filesystem::create_directories(scratch / dir, error);
-    if (error) return fail(str("cannot create ", (scratch / dir).string(), ": ", error.message()));
-  }
-  std::size_t start = 0;
-  while (start < listing.output.size()) {
-    std::size_t stop = listing.output.find('\0', start);
-    if (stop == std::string::npos) stop = listing.output.size();
-    const std::string path = listing.output.substr(start, stop - start);
-    start = stop + 1;
-    if (path.empty()) continue;
-    // ls-tree names paths under catalogs/ or profiles/ only; refuse anything that would climb out.
-    const std::filesystem::path relative = std::filesystem::path(path).lexically_normal();
-    if (relative.is_absolute() || relative.empty() || *relative.begin() == "..") {
-      return fail(str("refusing path `", path, "` from `", rev, "`"));
-    }
-    const CommandResult blob = run_command(str("git -C ", shell_quote(top_dir), " cat-file blob ",
-                                               shell_quote(str(rev, ":", path)), " 2>/dev/null"),
-                                           /*keep_trailing_space=*/true);
-    if (blob.status != 0) return fail(str("reading `", rev, ":", path, "` failed"));
-    const std::filesystem::path target = scratch / relative;
-    std::filesystem::create_directories(target.parent_path(), error);
-    std::ofstream out(target, std::ios::binary);
-    out << blob.output;
-    if (!out) return fail(str("cannot write ", target.string()));
-  }
-  return scratch;
-}
 
 TrustDiff diff_trees(const Tree& base, const Tree& head, const DiffOptions& options) {
   TrustDiff diff;
   diff.base_label = base.label;
   diff.head_label = head.label;
   diff.today = options.today;
+  diff.base_folders = base.folders;
+  diff.head_folders = head.folders;
   Differ differ(base, head, options, diff);
   differ.capsules();
   differ.profiles();
-  if (options.impact) differ.impact();
+  if (options.impact) diff_internal::plan_impact(base, head, diff);
   assign_ids(diff);
-  attribute_causes(diff);
+  diff_internal::attribute_causes(diff);
   return diff;
-}
-
-Result<std::vector<Waiver>, Diagnostics> parse_waivers(std::string_view text, const std::string& path) {
-  Diagnostics diagnostics;
-  auto root = detail::parse_toml(text, path, diagnostics);
-  if (!root) return fail(std::move(diagnostics));
-  detail::FileContext context(path, diagnostics);
-  detail::Fields top(context, *root, "waivers file", {"schema", "waiver"});
-  detail::check_schema(context, top);
-  std::vector<Waiver> waivers;
-  std::map<std::string, SourceLoc> seen;
-  if (const toml::array* list = top.array("waiver")) {
-    for (const toml::node& item : *list) {
-      const toml::table* table = item.as_table();
-      if (table == nullptr) {
-        context.error(DiagCode::WrongType, context.at(item),
-                      str("`waiver` entries must be tables ([[waiver]]), got ", detail::type_name(item)));
-        continue;
-      }
-      detail::Fields fields(context, *table, "[[waiver]]", {"change", "accepted_by", "reason", "expires"});
-      Waiver waiver;
-      waiver.where = fields.where();
-      bool ok = true;
-      const auto required_text = [&](std::string_view key, std::string_view expectation, std::string& slot) {
-        if (auto value = fields.string(key)) {
-          slot = *value;
-          if (value->empty()) {
-            context.error(DiagCode::InvalidValue, context.at(*fields.node(key)), str("`", key, "` must not be empty"));
-            ok = false;
-          }
-        } else {
-          if (fields.node(key) == nullptr) fields.missing(key, expectation);
-          ok = false;
-        }
-      };
-      required_text("change", "the id of the accepted change, as printed by `capsule diff`", waiver.change);
-      required_text("accepted_by", "who reviewed and accepted the change", waiver.accepted_by);
-      required_text("reason", "why the change is acceptable", waiver.reason);
-      if (auto expires = fields.date("expires")) {
-        waiver.expires = *expires;
-      } else {
-        if (fields.node("expires") == nullptr) fields.missing("expires", "the last day the acceptance holds, e.g. 2027-06-30");
-        ok = false;
-      }
-      if (const toml::node* change = fields.node("change"); change != nullptr && !waiver.change.empty()) {
-        waiver.where = context.at(*change);
-        const std::string problem = change_id_problem(waiver.change);
-        if (!problem.empty()) {
-          context.error(DiagCode::InvalidValue, waiver.where, str("malformed change id `", waiver.change, "`: ", problem),
-                        "copy the id printed by `capsule diff`, e.g. weakened:capsule:reference.relu:value");
-          ok = false;
-        }
-      }
-      if (!ok) continue;
-      if (auto [it, inserted] = seen.emplace(waiver.change, waiver.where); !inserted) {
-        context.error(DiagCode::InvalidValue, waiver.where, str("duplicate waiver for change `", waiver.change, "`"), {},
-                      {str("first waived at ", location_words(it->second))});
-        continue;
-      }
-      waivers.push_back(std::move(waiver));
-    }
-  }
-  if (has_errors(diagnostics)) return fail(std::move(diagnostics));
-  return waivers;
-}
-
-Result<std::vector<Waiver>, Diagnostics> load_waivers(const std::filesystem::path& file) {
-  Diagnostics diagnostics;
-  auto parsed = detail::read_file(file.string(), diagnostics);
-  if (!parsed) return fail(std::move(diagnostics));
-  return parse_waivers(parsed->text, file.string());
-}
-
-void apply_waivers(TrustDiff& diff, std::span<const Waiver> waivers) {
-  diff.expired_waivers.clear();
-  diff.unused_waivers.clear();
-  for (Change& change : diff.changes) change.waiver.reset();
-  for (Impact& row : diff.impacts) {
-    row.waiver.reset();
-    row.covered_by_cause = false;
-  }
-  for (const Waiver& waiver : waivers) {
-    if (waiver.expires < diff.today) {
-      diff.expired_waivers.push_back(waiver);
-      continue;
-    }
-    bool used = false;
-    for (Change& change : diff.changes) {
-      if (change.id == waiver.change) {
-        change.waiver = waiver;
-        used = true;
-      }
-    }
-    for (Impact& row : diff.impacts) {
-      if (row.id == waiver.change) {
-        row.waiver = waiver;
-        used = true;
-      }
-    }
-    if (!used) diff.unused_waivers.push_back(waiver);
-  }
-  // See Note [Impact causes]: a row whose every cause is waived is covered by those waivers.
-  for (Impact& row : diff.impacts) {
-    if (row.waiver || row.caused_by.empty()) continue;
-    const Waiver* cover = nullptr;
-    bool all = true;
-    for (const std::string& id : row.caused_by) {
-      const auto found = std::find_if(diff.changes.begin(), diff.changes.end(),
-                                      [&id](const Change& c) { return c.id == id; });
-      if (found == diff.changes.end() || !found->waiver) all = false;
-      else if (cover == nullptr) cover = &*found->waiver;
-    }
-    if (all && cover != nullptr) {
-      row.waiver = *cover;
-      row.covered_by_cause = true;
-    }
-  }
-}
-
-DiffCounts diff_counts(const TrustDiff& diff) {
-  DiffCounts n;
-  for (const Change& change : diff.changes) {
-    switch (change.direction) {
-      case Direction::Weakened:
-        ++n.weakened;
-        if (change.waiver) ++n.waived;
-        else ++n.failing;
-        break;
-      case Direction::Strengthened: ++n.strengthened; break;
-      case Direction::Neutral: ++n.neutral; break;
-    }
-  }
-  for (const Impact& row : diff.impacts) {
-    ++n.impacted;
-    if (row.direction != Direction::Weakened) continue;
-    ++n.impact_weakened;
-    if (row.waiver) ++n.waived;
-    else ++n.failing;
-  }
-  n.failing += diff.expired_waivers.size();
-  return n;
-}
-
-int exit_status(const TrustDiff& diff) { return diff_counts(diff).failing == 0 ? 0 : 1; }
-
-std::string render_text(const TrustDiff& diff) {
-  const DiffCounts n = diff_counts(diff);
-  const int status = n.failing == 0 ? 0 : 1;
-  std::string out = str("trust diff ", diff.base_label, " -> ", diff.head_label, ": ",
-                        diff.empty() ? std::string("no changes in meaning") : summary_words(n), "\n");
-  out += str("result: ", status == 0 ? "passes" : "fails", " (exit ", status, ")", failing_words(diff, n), "\n");
-  for (const Direction direction : all_values<Direction>()) {
-    bool header = false;
-    for (const Change& c : diff.changes) {
-      if (c.direction != direction) continue;
-      if (!header) out += str("\n", to_string(direction), " changes:\n");
-      header = true;
-      out += str("  ", c.id, "\n    ", c.message, "\n");
-      if (!c.before.empty() || !c.after.empty()) {
-        out += str("    ", c.before.empty() ? "(none)" : c.before, " -> ", c.after.empty() ? "(none)" : c.after, "\n");
-      }
-      for (const std::string& note : c.notes) out += str("    note: ", note, "\n");
-      if (c.waiver) out += str("    ", waiver_words(*c.waiver), "\n");
-      if (const std::string where = where_words(c.where, c.side); !where.empty()) out += str("    at ", where, "\n");
-    }
-  }
-  if (!diff.impacts.empty()) out += "\nimpact on plans:\n";
-  for (const Impact& row : diff.impacts) {
-    out += str("  ", row.id, "\n    ", to_string(row.op), " under ", row.profile, ": ", row.message, "\n");
-    for (const std::string& failure : row.after.gate_failures) out += str("    gate: ", failure, "\n");
-    if (!row.caused_by.empty()) out += str("    caused by: ", join(row.caused_by, ", "), "\n");
-    if (row.waiver) out += str("    ", waiver_words(*row.waiver), row.covered_by_cause ? " (via its cause)" : "", "\n");
-  }
-  if (!diff.expired_waivers.empty() || !diff.unused_waivers.empty()) out += "\nwaivers:\n";
-  for (const Waiver& w : diff.expired_waivers) {
-    out += str("  expired (fails): ", w.change, " accepted by ", w.accepted_by, ", expired ", format_date(w.expires),
-               " at ", location_words(w.where), "\n");
-  }
-  for (const Waiver& w : diff.unused_waivers) {
-    out += str("  unused: ", w.change, " matches no change (", location_words(w.where), ")\n");
-  }
-  return out;
-}
-
-std::string render_markdown(const TrustDiff& diff) {
-  const DiffCounts n = diff_counts(diff);
-  const int status = n.failing == 0 ? 0 : 1;
-  std::string out = str("### Trust diff ", markdown_code(diff.base_label), " → ", markdown_code(diff.head_label), "\n\n");
-  const std::string result =
-      status == 0 ? "**Result: passes** (exit 0)" : str("**Result: fails** (exit 1", failing_words(diff, n), ")");
-  if (diff.empty()) {
-    out += str("No changes in meaning. ", result, ".\n");
-  } else {
-    out += str(result, " · ", n.weakened, " weakened, ", n.strengthened, " strengthened, ", n.neutral,
-               " neutral changes · ", n.impacted, " op", n.impacted == 1 ? "" : "s", " impacted (", n.impact_weakened,
-               " weakened) · ", n.waived, " waived\n");
-  }
-  std::vector<const Change*> by_direction[3];
-  for (const Change& c : diff.changes) by_direction[static_cast<std::size_t>(c.direction)].push_back(&c);
-  const std::vector<const Change*>& weakened = by_direction[static_cast<std::size_t>(Direction::Weakened)];
-  const std::vector<const Change*>& strengthened = by_direction[static_cast<std::size_t>(Direction::Strengthened)];
-  const std::vector<const Change*>& neutral = by_direction[static_cast<std::size_t>(Direction::Neutral)];
-  if (!weakened.empty()) out += str("\n#### Weakened (", weakened.size(), ")\n\n", markdown_change_table(weakened));
-  if (!strengthened.empty()) {
-    out += str("\n#### Strengthened (", strengthened.size(), ")\n\n", markdown_change_table(strengthened));
-  }
-  if (!diff.impacts.empty()) {
-    out += str("\n#### Impact on plans (", diff.impacts.size(), ")\n\n");
-    out += "| profile | op | before | after | direction | change |\n|---|---|---|---|---|---|\n";
-    for (const Impact& row : diff.impacts) {
-      std::string direction(to_string(row.direction));
-      if (row.direction == Direction::Weakened) direction = row.waiver ? "weakened (waived)" : "**weakened**";
-      out += str("| ", markdown_code(row.profile), " | ", markdown_code(to_string(row.op)), " | ",
-                 markdown_cell(selection_words(row.before)), " | ", markdown_cell(selection_words(row.after)), " | ",
-                 direction, " | ", markdown_code(row.id), " |\n");
-    }
-  }
-  if (!neutral.empty()) {
-    out += str("\n<details><summary>", neutral.size(), " neutral change", neutral.size() == 1 ? "" : "s",
-               " (shown, not failing)</summary>\n\n", markdown_change_table(neutral), "\n</details>\n");
-  }
-  if (!diff.expired_waivers.empty() || !diff.unused_waivers.empty()) {
-    out += "\n#### Waivers\n\n| waiver | state | accepted by | where |\n|---|---|---|---|\n";
-    for (const Waiver& w : diff.expired_waivers) {
-      out += str("| ", markdown_code(w.change), " | **expired ", format_date(w.expires), "** (fails) | ",
-                 markdown_cell(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
-    }
-    for (const Waiver& w : diff.unused_waivers) {
-      out += str("| ", markdown_code(w.change), " | unused | ", markdown_cell(w.accepted_by), " | ",
-                 markdown_code(location_words(w.where)), " |\n");
-    }
-  }
-  // The cheapest fix, cargo-vet style: the exact entries a reviewer would add to accept what fails.
-  std::vector<std::string> open;
-  for (const Change* c : weakened) {
-    if (!c->waiver) open.push_back(c->id);
-  }
-  for (const Impact& row : diff.impacts) {
-    // A row with causes is covered once they are waived (Note [Impact causes]).
-    if (row.direction == Direction::Weakened && !row.waiver && row.caused_by.empty()) open.push_back(row.id);
-  }
-  if (!open.empty()) {
-    out += "\n<details><summary>Accepting these changes after review</summary>\n\n"
-           "Add to the waivers file passed with `--accept`:\n\n```toml\nschema = 1\n";
-    for (const std::string& id : open) {
-      out += str("\n[[waiver]]\nchange = ", toml_quoted(id), "\naccepted_by = \"\"\nreason = \"\"\nexpires = ",
-                 format_date(Date{std::chrono::sys_days{diff.today} + std::chrono::days{90}}), "\n");
-    }
-    out += "```\n\n</details>\n";
-  }
-  return out;
-}
-
-std::string render_json(const TrustDiff& diff) {
-  const DiffCounts n = diff_counts(diff);
-  JsonWriter json;
-  json.begin_object().field("base", diff.base_label).field("head", diff.head_label).field("today", format_date(diff.today));
-  json.key("summary")
-      .begin_object()
-      .field("weakened", static_cast<std::int64_t>(n.weakened))
-      .field("strengthened", static_cast<std::int64_t>(n.strengthened))
-      .field("neutral", static_cast<std::int64_t>(n.neutral))
-      .field("impacted", static_cast<std::int64_t>(n.impacted))
-      .field("impact_weakened", static_cast<std::int64_t>(n.impact_weakened))
-      .field("waived", static_cast<std::int64_t>(n.waived))
-      .field("failing", static_cast<std::int64_t>(n.failing))
-      .field("exit_status", static_cast<std::int64_t>(n.failing == 0 ? 0 : 1))
-      .end_object();
-  json.key("changes").begin_array();
-  for (const Change& c : diff.changes) {
-    json.begin_object()
-        .field("id", c.id)
-        .field("direction", to_string(c.direction))
-        .field("scope", to_string(scope_of(c.kind)))
-        .field("kind", to_string(c.kind))
-        .field("subject", c.subject)
-        .field("aspect", change_aspect(c));
-    if (c.obligation) json.field("obligation", to_string(*c.obligation));
-    json.field("before", c.before).field("after", c.after).field("message", c.message).string_array("notes", c.notes);
-    write_where_json(json, c.where, c.side);
-    if (c.waiver) {
-      json.key("waiver");
-      write_waiver_json(json, *c.waiver);
-    }
-    json.end_object();
-  }
-  json.end_array();
-  json.key("impact").begin_array();
-  for (const Impact& row : diff.impacts) {
-    json.begin_object()
-        .field("id", row.id)
-        .field("direction", to_string(row.direction))
-        .field("profile", row.profile)
-        .field("op", to_string(row.op))
-        .field("message", row.message);
-    json.string_array("caused_by", row.caused_by);
-    json.key("before");
-    write_selection_json(json, row.before);
-    json.key("after");
-    write_selection_json(json, row.after);
-    write_where_json(json, row.where, Side::Head);
-    if (row.waiver) {
-      json.field("waived_via_cause", row.covered_by_cause);
-      json.key("waiver");
-      write_waiver_json(json, *row.waiver);
-    }
-    json.end_object();
-  }
-  json.end_array();
-  json.key("waivers").begin_object().key("expired").begin_array();
-  for (const Waiver& w : diff.expired_waivers) write_waiver_json(json, w);
-  json.end_array().key("unused").begin_array();
-  for (const Waiver& w : diff.unused_waivers) write_waiver_json(json, w);
-  json.end_array().end_object();
-  json.end_object();
-  return json.str() + "\n";
 }
 
 }  // namespace capsule

@@ -20,6 +20,26 @@ bool replaced_by_prepended(const Profile& profile, std::string_view name) {
                      [&](const ModulePtr& m) { return m->name == name; });
 }
 
+/// What a directory entry is, for the message that refuses it.
+std::string_view entry_kind(std::filesystem::file_type type) {
+  using T = std::filesystem::file_type;
+  switch (type) {
+    case T::directory: return "a directory";
+    case T::symlink: return "a symbolic link";
+    case T::block: return "a block device";
+    case T::character: return "a character device";
+    case T::fifo: return "a FIFO";
+    case T::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+/// Note [Non-regular entries]: every `*.toml` entry of a catalog or profile directory must be a
+/// regular file. A directory, FIFO, device, socket or symbolic link (wherever it points) named
+/// `*.toml` is an error that names it, never skipped: a skipped file is a file nobody checked,
+/// and a link's target is not what a reviewer sees in the directory's diff. `capsule diff --git`
+/// applies the same rule to the revision's tree entries (symlinks, gitlinks, subtrees), so a
+/// directory and a revision of it load alike (docs/security-notes/diff-git.md).
 std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, Diagnostics& out) {
   std::vector<std::filesystem::path> files;
   std::error_code error;
@@ -36,11 +56,18 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
     const std::string name = path.filename().string();
     if (path.extension() != ".toml" || name.ends_with(".graph.toml")) continue;
     std::error_code status;
-    if (!it->is_regular_file(status)) {
-      if (status) {
-        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path.string(), 0, 0},
-                                 str("cannot read: ", status.message()), {}, {}});
-      }
+    const std::filesystem::file_type type = it->symlink_status(status).type();
+    if (status) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path.string(), 0, 0},
+                               str("cannot read: ", status.message()), {}, {}});
+      continue;
+    }
+    if (type != std::filesystem::file_type::regular) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::NonRegularFile, SourceLoc{path.string(), 0, 0},
+                               str("`", name, "` is ", entry_kind(type), ", not a regular file; catalog and profile "
+                                   "directories load only regular `*.toml` files"),
+                               {},
+                               "replace it with the file itself, or rename it so it does not end in `.toml`"});
       continue;
     }
     files.push_back(path);
@@ -54,7 +81,10 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
 }
 
 /// Checks one profile against the loaded modules; adds diagnostics at the profile's positions.
-void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out) {
+/// Duplicate identities (duplicate, first) of each distinct combination of modules.
+using DuplicateCache = std::map<std::vector<const CapsuleModule*>, std::vector<std::pair<const Capsule*, const Capsule*>>>;
+
+void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out, DuplicateCache& duplicates) {
   std::vector<ModulePtr> modules;
   std::map<std::string_view, std::size_t> listed;
   for (std::size_t i = 0; i < profile.module_names.size(); ++i) {
@@ -78,24 +108,33 @@ void check_profile(const Workspace& workspace, const Profile& profile, Diagnosti
   }
   auto resolved = profile_modules(workspace, profile);
   if (!resolved) return;
-  // Identity duplicates across the modules this profile combines (TorchLean validateModules).
-  using Identity = std::tuple<std::string_view, Op, Provider, Device>;
-  std::map<Identity, const Capsule*> seen;
+  // A module listed twice is already reported above; its capsules are not duplicates too.
   std::vector<const CapsuleModule*> visited;
   for (const ModulePtr& module : *resolved) {
-    // A module listed twice is already reported above; its capsules are not duplicates too.
-    if (std::find(visited.begin(), visited.end(), module.get()) != visited.end()) continue;
-    visited.push_back(module.get());
-    for (const Capsule& c : module->capsules) {
-      auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
-      if (!inserted) {
-        out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateIdentity, c.where,
-                                 str("duplicate backend capsule identity `", c.name, "`"),
-                                 {str("first declared at ", position(it->second->where)),
-                                  str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
-                                 {}});
+    if (std::find(visited.begin(), visited.end(), module.get()) == visited.end()) visited.push_back(module.get());
+  }
+  // Profiles combining the same modules share one answer, computed once (issue 8, item 10:
+  // thousands of profiles over one large catalog must not cost profiles x capsules).
+  auto cached = duplicates.find(visited);
+  if (cached == duplicates.end()) {
+    // Identity duplicates across the modules this profile combines (TorchLean validateModules).
+    using Identity = std::tuple<std::string_view, Op, Provider, Device>;
+    std::map<Identity, const Capsule*> seen;
+    std::vector<std::pair<const Capsule*, const Capsule*>> found;
+    for (const CapsuleModule* module : visited) {
+      for (const Capsule& c : module->capsules) {
+        auto [it, inserted] = seen.emplace(Identity{c.name, c.op, c.provider, c.device}, &c);
+        if (!inserted) found.emplace_back(&c, it->second);
       }
     }
+    cached = duplicates.emplace(visited, std::move(found)).first;
+  }
+  for (const auto& [duplicate, first] : cached->second) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateIdentity, duplicate->where,
+                             str("duplicate backend capsule identity `", duplicate->name, "`"),
+                             {str("first declared at ", position(first->where)),
+                              str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
+                             {}});
   }
 }
 
@@ -161,8 +200,9 @@ Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
       else incomplete.push_back(std::move(*profile));
     }
   }
-  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics);
-  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics);
+  DuplicateCache duplicates;
+  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics, duplicates);
+  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics, duplicates);
   return workspace;
 }
 
@@ -171,7 +211,8 @@ ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& f
   if (!profile) return nullptr;
   auto shared = std::make_shared<const Profile>(std::move(*profile));
   Diagnostics problems;
-  check_profile(workspace, *shared, problems);
+  DuplicateCache duplicates;
+  check_profile(workspace, *shared, problems, duplicates);
   const bool rejected = has_errors(problems);
   workspace.diagnostics.insert(workspace.diagnostics.end(), problems.begin(), problems.end());
   if (rejected) return nullptr;

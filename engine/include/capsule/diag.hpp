@@ -47,9 +47,11 @@ enum class DiagCode : std::uint8_t {
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
+  GitError,            // git could not read a revision: no git binary, refused repository, unknown revision
+  NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 29> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 31> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -79,6 +81,8 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 29> kDiagCode
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},
+    {DiagCode::GitError, "git-error"},
+    {DiagCode::NonRegularFile, "non-regular-file"},
 }};
 
 std::string_view to_string(DiagCode code);

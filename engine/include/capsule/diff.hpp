@@ -163,6 +163,14 @@ struct Impact {
   bool covered_by_cause = false;
 };
 
+/// The folders a tree was read from, as reports name them (`base/catalogs`, or
+/// `HEAD~1:ml/catalogs` for a revision). Empty when the tree has no such folder: that side is
+/// then empty (a base revision from before profiles existed), and the reports say so.
+struct TreeFolders {
+  std::string catalogs;
+  std::string profiles;
+};
+
 /// The whole diff. Changes come in discovery order (modules and capsules in BASE order, then
 /// what HEAD added; then profiles in HEAD order, then removed ones); renderers group them by
 /// direction.
@@ -174,6 +182,8 @@ struct TrustDiff {
   std::vector<Impact> impacts;
   std::vector<Waiver> expired_waivers;  ///< waivers past `expires`: each fails the run
   std::vector<Waiver> unused_waivers;   ///< live waivers naming no change (shown, harmless)
+  TreeFolders base_folders;             ///< what each side loaded, named in every report
+  TreeFolders head_folders;
 
   bool empty() const { return changes.empty() && impacts.empty(); }
 };
@@ -183,20 +193,27 @@ struct Tree {
   Workspace workspace;
   std::string label;           ///< how reports name the tree (a directory or a git revision)
   std::filesystem::path root;  ///< locations are printed relative to it
+  TreeFolders folders;         ///< what was loaded
 };
 
-/// Loads `root/catalogs` and `root/profiles` (a missing one counts as empty). Fails with every diagnostic when any is an error;
-/// warnings (expired trust) stay in `workspace.diagnostics`.
+/// Loads `root/catalogs` and `root/profiles`. One missing folder is an empty side; a root with
+/// neither is an error naming it (never an empty tree). Fails with every diagnostic when any is
+/// an error; warnings (expired trust) stay in `workspace.diagnostics`.
 Result<Tree, Diagnostics> load_tree(const std::filesystem::path& root, std::string label,
                                     const LoadOptions& options = {});
 
-/// Writes `catalogs/` and `profiles/` of git revision `rev` of the repository containing
-/// `repo_dir` into `scratch_dir`, blob by blob as committed (`git ls-tree` and `git cat-file`, no
-/// checkout, and no .gitattributes export rules that could hide a file); returns `scratch_dir`,
-/// ready for load_tree. Runs external processes. Fails with a message naming the revision.
-Result<std::filesystem::path, std::string> materialize_git_tree(std::string_view rev,
-                                                                const std::filesystem::path& repo_dir,
-                                                                const std::filesystem::path& scratch_dir);
+/// Loads `catalogs/` and `profiles/` of git revision `rev`, found relative to the directory
+/// `repo_dir` names inside its repository (`--repo ml`, or a run from inside `ml/`, reads
+/// `ml/catalogs` and `ml/profiles`). Every file read comes from the revision's own blobs, written
+/// into the fresh directory `scratch_dir` first (`git ls-tree` and `git cat-file --batch`, run
+/// without a shell; no checkout and no .gitattributes export rules that could hide a file),
+/// including the catalogs profiles name in `with_catalogs`; such a path that leaves the
+/// repository is an error naming it. A non-regular `*.toml` entry (symlink, gitlink, subtree) is
+/// an error, as in directories. Every refusal of git (no git binary, an unknown revision, a
+/// shallow clone without it, an untrusted repository) is a `git-error` diagnostic. Locations are
+/// relative to the repository top; diagnostics name files as `rev:path`.
+Result<Tree, Diagnostics> load_git_tree(std::string_view rev, const std::filesystem::path& repo_dir,
+                                        const std::filesystem::path& scratch_dir, const LoadOptions& options = {});
 
 /// How diff_trees judges time and how much it plans.
 struct DiffOptions {
