@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "capsule/date.hpp"
 #include "capsule/diag_format.hpp"
 #include "capsule/diff.hpp"
 #include "capsule/examples.hpp"
@@ -83,14 +84,9 @@ std::vector<fs::path> data_dirs(const po::variables_map& vm, const char* flag, c
 LoadOptions load_options(const Environment& env) {
   LoadOptions options;
   if (!env.today.empty()) {
-    int y = 0;
-    unsigned m = 0, d = 0;
-    char extra = 0;
-    if (std::sscanf(env.today.c_str(), "%d-%u-%u%c", &y, &m, &d, &extra) != 3 ||
-        !Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}}.ok()) {
-      throw UsageError{str("CAPSULE_TODAY=", env.today, " is not a date (expected YYYY-MM-DD)")};
-    }
-    options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+    auto today = parse_date(env.today);
+    if (!today) throw UsageError{str("CAPSULE_TODAY=", clipped(env.today), " is not a date: ", today.error())};
+    options.today = *today;
   }
   return options;
 }
@@ -150,11 +146,18 @@ std::vector<Op> parse_ops(const std::string& text) {
   return ops;
 }
 
+/// Which profiles `load` checks against the modules: every one (lint, list), or only the one a
+/// command then names (`find_profile` checks it), so that planning under one profile costs
+/// what loading the files costs, not a check of every profile.
+enum class ProfileChecks { Every, Named };
+
 /// Loads the workspace; prints diagnostics; returns nullopt (exit 2) when any file failed.
-std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, ProfileChecks checks = ProfileChecks::Every) {
+  LoadOptions options = load_options(ctx.env);
+  options.check_every_profile = checks == ProfileChecks::Every;
   Workspace workspace = load_workspace(data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
                                        data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
-                                       load_options(ctx.env));
+                                       options);
   ctx.err << render(workspace.diagnostics);
   if (has_errors(workspace.diagnostics)) {
     ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";
@@ -179,7 +182,15 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
     if (!profile) throw UsageError{str("profile file `", name_or_file, "` failed to load")};
     return profile;
   }
-  if (ProfilePtr profile = workspace.find_profile(name_or_file)) return profile;
+  if (ProfilePtr profile = workspace.find_profile(name_or_file)) {
+    // Loaded with ProfileChecks::Named: this is the one profile the command works under.
+    const Diagnostics problems = check_profile(workspace, *profile);
+    ctx.err << render(problems);
+    if (has_errors(problems)) {
+      throw UsageError{str("profile `", profile->name, "` failed its checks; run `capsule lint` for the full list")};
+    }
+    return profile;
+  }
   const std::string nearest = nearest_name(name_or_file, workspace.profile_names());
   std::vector<std::string> names;
   for (const std::string_view n : workspace.profile_names()) names.emplace_back(n);
@@ -495,7 +506,7 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   if (!has_ops && !allow_graph) throw UsageError{"--ops a,b,c is required"};
   PlanInputs inputs;
   if (has_ops) inputs.ops = parse_ops(vm["ops"].as<std::string>());
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return std::nullopt;
   inputs.workspace = std::move(*workspace);
   inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
@@ -639,7 +650,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   if (!vm.count("profile") || !vm.count("op")) throw UsageError{"explain needs --profile NAME and --op OP"};
   const Op op = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   const ResolvedProfile resolved = resolve(*workspace, profile);
@@ -736,7 +747,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     }
     run_options.dump_graph = file;
   }
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
 
