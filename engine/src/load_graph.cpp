@@ -110,7 +110,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         context.error(id == nullptr ? DiagCode::MissingField : DiagCode::WrongType,
                       id == nullptr ? node.where : context.at(*id),
                       id == nullptr ? std::string("node is missing `id` (a non-negative integer)")
-                                    : str("node `id` must be a non-negative integer, got ", detail::render_value(*id)));
+                                    : str("node `id` must be a non-negative integer, got ", detail::render_for_message(*id)));
       } else {
         node.id = static_cast<std::uint32_t>(id->as_integer()->get());
       }
@@ -139,7 +139,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
             const auto* number = input.as_integer();
             if (number == nullptr || number->get() < 0 || number->get() > std::int64_t{0xffffffff}) {
               context.error(DiagCode::WrongType, context.at(input),
-                            str("node inputs must be non-negative integer ids, got ", detail::render_value(input)));
+                            str("node inputs must be non-negative integer ids, got ", detail::render_for_message(input)));
             } else {
               node.inputs.push_back(static_cast<std::uint32_t>(number->get()));
             }

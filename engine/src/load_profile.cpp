@@ -33,7 +33,7 @@ std::optional<ProviderPreference> parse_preference(FileContext& context, const t
   if (const auto* text = node.as_string()) {
     if (text->get() == "auto") return ProviderPreference::automatic();
     context.error(DiagCode::UnknownSpelling, context.at(node),
-                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", render_value(node)),
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_for_message(node)),
                   "write { prefer = \"" + text->get() + "\" } or { only = \"" + text->get() + "\" }");
     return std::nullopt;
   }

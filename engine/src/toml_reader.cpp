@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "toml_reader.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "capsule/date.hpp"
 #include "capsule/sha256.hpp"
+#include "capsule/toml_limits.hpp"
 
 namespace capsule::detail {
 
@@ -64,6 +67,8 @@ std::string render_value(const toml::node& node) {
   return out;
 }
 
+std::string render_for_message(const toml::node& node) { return clipped(render_value(node)); }
+
 Fields::Fields(FileContext& context, const toml::table& table, std::string what,
                std::span<const std::string_view> allowed)
     : context_(context), table_(table), what_(std::move(what)) {
@@ -74,7 +79,7 @@ Fields::Fields(FileContext& context, const toml::table& table, std::string what,
     if (known) continue;
     const std::string nearest = nearest_name(key.str(), names);
     context_.error(DiagCode::UnknownKey, context_.at(key.source()),
-                   str("unknown key `", key.str(), "` in ", what_, " (expected one of: ",
+                   str("unknown key `", clipped(key.str()), "` in ", what_, " (expected one of: ",
                        join(std::vector<std::string>(names.begin(), names.end()), ", "), ")"),
                    nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
   }
@@ -83,7 +88,7 @@ Fields::Fields(FileContext& context, const toml::table& table, std::string what,
 void Fields::wrong_type(std::string_view key, const toml::node& value, std::string_view expected) {
   context_.error(DiagCode::WrongType, context_.at(value),
                  str("`", key, "` in ", what_, " must be ", expected, ", got ", type_name(value), " ",
-                     render_value(value)));
+                     render_for_message(value)));
 }
 
 void Fields::missing(std::string_view key, std::string_view expectation) {
@@ -119,8 +124,12 @@ std::optional<Date> Fields::date(std::string_view key) {
   if (value == nullptr) return std::nullopt;
   if (const auto* d = value->as_date()) {
     const toml::date day = d->get();
-    const Date date{std::chrono::year{day.year}, std::chrono::month{day.month}, std::chrono::day{day.day}};
-    if (date.ok()) return date;
+    if (std::string problem = date_problem(day.year, day.month, day.day); !problem.empty()) {
+      context_.error(DiagCode::InvalidValue, context_.at(*value),
+                     str("`", key, "` in ", what_, " is not a valid date: ", problem));
+      return std::nullopt;
+    }
+    return Date{std::chrono::year{day.year}, std::chrono::month{day.month}, std::chrono::day{day.day}};
   }
   wrong_type(key, *value, "a TOML date such as 2027-06-30");
   return std::nullopt;
@@ -142,6 +151,27 @@ const toml::array* Fields::array(std::string_view key) {
   return nullptr;
 }
 
+namespace {
+
+std::string size_words(std::size_t bytes) {
+  return bytes % (std::size_t{1} << 20) == 0 ? str(bytes >> 20, " MiB") : str(bytes, " bytes");
+}
+
+void too_large(std::string_view text, const std::string& path, Diagnostics& out) {
+  const TextPosition where = position_of(text, kMaxTomlBytes);
+  out.push_back(Diagnostic{Severity::Error, DiagCode::ParseError, SourceLoc{path, where.line, where.column},
+                           str("file is larger than ", size_words(kMaxTomlBytes),
+                               ", the most capsule reads from one TOML file (this is where it passes the limit)"),
+                           {}, "split the file, or check that it is the file you meant"});
+}
+
+void out_of_memory(const std::string& path, Diagnostics& out) {
+  out.push_back(Diagnostic{Severity::Error, DiagCode::ParseError, SourceLoc{path, 0, 0},
+                           "ran out of memory while reading this file", {}, {}});
+}
+
+}  // namespace
+
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
@@ -155,21 +185,57 @@ std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
                              "cannot open file for reading", {}, {}});
     return std::nullopt;
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  ParsedFile file;
-  file.text = buffer.str();
-  file.sha256 = sha256_hex(file.text);
-  return file;
+  try {
+    // Read in chunks up to one byte past the limit, never more: the file may grow, or be
+    // endless, while we read; and most files are small, so nothing is allocated up front.
+    ParsedFile file;
+    char chunk[1 << 16];
+    while (file.text.size() <= kMaxTomlBytes) {
+      const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
+      in.read(chunk, static_cast<std::streamsize>(wanted));
+      file.text.append(chunk, static_cast<std::size_t>(in.gcount()));
+      if (!in) break;
+    }
+    if (in.bad()) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path, 0, 0}, "read failed", {}, {}});
+      return std::nullopt;
+    }
+    if (file.text.size() > kMaxTomlBytes) {
+      too_large(file.text, path, out);
+      return std::nullopt;
+    }
+    file.sha256 = sha256_hex(file.text);
+    return file;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(path, out);
+    return std::nullopt;
+  }
 }
 
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& path, Diagnostics& out) {
+  if (text.size() > kMaxTomlBytes) {
+    too_large(text, path, out);
+    return std::nullopt;
+  }
+  const NestingScan nesting = scan_nesting(text, kMaxTomlDepth);
+  if (nesting.exceeded) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::ParseError,
+                             SourceLoc{path, nesting.deepest.line, nesting.deepest.column},
+                             str("nesting deeper than ", kMaxTomlDepth,
+                                 " levels, the most capsule reads (every key component, table header "
+                                 "component and array counts one level)"),
+                             {}, {}});
+    return std::nullopt;
+  }
   try {
     return toml::parse(text, path);
   } catch (const toml::parse_error& error) {
     out.push_back(Diagnostic{Severity::Error, DiagCode::ParseError,
                              SourceLoc{path, error.source().begin.line, error.source().begin.column},
                              str("invalid TOML: ", error.description()), {}, {}});
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(path, out);
     return std::nullopt;
   }
 }
@@ -183,7 +249,7 @@ bool check_schema(FileContext& context, Fields& top) {
   const auto* number = schema->as_integer();
   if (number == nullptr || number->get() != 1) {
     context.error(DiagCode::UnsupportedSchema, context.at(*schema),
-                  str("unsupported schema ", render_value(*schema), "; this build reads schema 1"));
+                  str("unsupported schema ", render_for_message(*schema), "; this build reads schema 1"));
     return false;
   }
   return true;

@@ -51,8 +51,10 @@ class FileContext {
 
 std::string_view type_name(const toml::node& node);
 
-/// Renders a TOML value compactly (`[1, 4]`, `"x"`, `{a = 1}`) for payloads and messages.
+/// Renders a TOML value compactly (`[1, 4]`, `"x"`, `{a = 1}`) for payloads.
 std::string render_value(const toml::node& node);
+/// render_value clipped to a length a message may quote (see `clipped`).
+std::string render_for_message(const toml::node& node);
 
 class Fields {
  public:
@@ -99,7 +101,7 @@ std::optional<E> vocab_value(FileContext& context, const toml::node& value, std:
   if (text == nullptr) {
     context.error(DiagCode::WrongType, context.at(value),
                   str("`", key, "` must be a string naming a ", VocabTable<E>::kind, ", got ",
-                      type_name(value), " ", render_value(value)));
+                      type_name(value), " ", render_for_message(value)));
     return std::nullopt;
   }
   auto parsed = parse<E>(text->get());

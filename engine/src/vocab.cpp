@@ -15,9 +15,9 @@ VocabError unknown_spelling(std::string_view kind, std::string_view value,
   VocabError error;
   // The device text is TorchLean's own (§1.1); the others follow the same shape.
   if (kind == "device") {
-    error.message = str("unknown device ", value, " (known targets: ", listed, ")");
+    error.message = str("unknown device ", clipped(value), " (known targets: ", listed, ")");
   } else {
-    error.message = str("unknown ", kind, " `", value, "` (expected one of: ", listed, ")");
+    error.message = str("unknown ", kind, " `", clipped(value), "` (expected one of: ", listed, ")");
   }
   error.nearest = nearest_name(value, names, /*any_distance=*/true);
   return error;

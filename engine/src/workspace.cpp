@@ -84,7 +84,7 @@ std::vector<std::filesystem::path> toml_files(const std::filesystem::path& dir, 
 /// Duplicate identities (duplicate, first) of each distinct combination of modules.
 using DuplicateCache = std::map<std::vector<const CapsuleModule*>, std::vector<std::pair<const Capsule*, const Capsule*>>>;
 
-void check_profile(const Workspace& workspace, const Profile& profile, Diagnostics& out, DuplicateCache& duplicates) {
+void check_profile_into(const Workspace& workspace, const Profile& profile, Diagnostics& out, DuplicateCache& duplicates) {
   std::vector<ModulePtr> modules;
   std::map<std::string_view, std::size_t> listed;
   for (std::size_t i = 0; i < profile.module_names.size(); ++i) {
@@ -101,7 +101,7 @@ void check_profile(const Workspace& workspace, const Profile& profile, Diagnosti
       for (const ModulePtr& m : workspace.modules) names.push_back(m->name);
       const std::string nearest = nearest_name(name, names);
       out.push_back(Diagnostic{Severity::Error, DiagCode::UnknownModule, where,
-                               str("profile `", profile.name, "` names unknown capsule module `", name, "`"),
+                               str("profile `", profile.name, "` names unknown capsule module `", clipped(name), "`"),
                                {str("loaded modules: ", join(std::vector<std::string>(names.begin(), names.end()), ", "))},
                                nearest.empty() ? std::string() : "did you mean `" + nearest + "`?"});
     }
@@ -201,18 +201,29 @@ Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
     }
   }
   DuplicateCache duplicates;
-  for (const ProfilePtr& profile : workspace.profiles) check_profile(workspace, *profile, workspace.diagnostics, duplicates);
-  for (const Profile& profile : incomplete) check_profile(workspace, profile, workspace.diagnostics, duplicates);
+  if (options.check_every_profile) {
+    for (const ProfilePtr& profile : workspace.profiles) {
+      check_profile_into(workspace, *profile, workspace.diagnostics, duplicates);
+    }
+  }
+  // A profile with errors is already a failure; its module names are checked in any case, so
+  // that every problem in it is reported in one run.
+  for (const Profile& profile : incomplete) check_profile_into(workspace, profile, workspace.diagnostics, duplicates);
   return workspace;
+}
+
+Diagnostics check_profile(const Workspace& workspace, const Profile& profile) {
+  Diagnostics problems;
+  DuplicateCache duplicates;
+  check_profile_into(workspace, profile, problems, duplicates);
+  return problems;
 }
 
 ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& file, const LoadOptions& options) {
   auto profile = load_profile(file, options, workspace.diagnostics);
   if (!profile) return nullptr;
   auto shared = std::make_shared<const Profile>(std::move(*profile));
-  Diagnostics problems;
-  DuplicateCache duplicates;
-  check_profile(workspace, *shared, problems, duplicates);
+  Diagnostics problems = check_profile(workspace, *shared);
   const bool rejected = has_errors(problems);
   workspace.diagnostics.insert(workspace.diagnostics.end(), problems.begin(), problems.end());
   if (rejected) return nullptr;

@@ -7,8 +7,19 @@
 //   - a profile is resolved against the shipped catalogs and plans every op;
 //   - a graph is planned under the shipped `checked_cpu` profile, grouped, gated and reported.
 // Diagnostics are rendered in every format, so arbitrary bytes reach the escaping code too.
+//
+// Every input also checks the nesting scan (capsule/toml_limits.hpp) against toml++, a
+// differential check: whenever the scan keeps a document within the limit and toml++ reads it,
+// the scan's depth D and the parsed tree's depth T must satisfy D <= T (the scan never rejects
+// what toml++ accepts within the limit) and T <= 2 D (the scan never lets deeper trees through).
+// A violation aborts, which libFuzzer reports as a crash.
+#include <toml++/toml.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +32,7 @@
 #include "capsule/registry.hpp"
 #include "capsule/report.hpp"
 #include "capsule/resolve.hpp"
+#include "capsule/toml_limits.hpp"
 
 namespace {
 
@@ -187,10 +199,39 @@ void fuzz_graph(std::string_view text) {
   }
 }
 
+/// Depth of a parsed tree as the scan counts it: root 0, each table entry or element one deeper.
+std::size_t tree_depth(const toml::node& node, std::size_t level) {
+  std::size_t deepest = level;
+  if (const auto* table = node.as_table()) {
+    for (auto&& [key, value] : *table) deepest = std::max(deepest, tree_depth(value, level + 1));
+  } else if (const auto* array = node.as_array()) {
+    for (const toml::node& element : *array) deepest = std::max(deepest, tree_depth(element, level + 1));
+  }
+  return deepest;
+}
+
+void check_nesting_scan(std::string_view text) {
+  if (text.size() > detail::kMaxTomlBytes) return;
+  const detail::NestingScan scan = detail::scan_nesting(text);
+  if (scan.exceeded) return;  // toml++ must not see it: the loaders reject it first
+  toml::table parsed;
+  try {
+    parsed = toml::parse(text);
+  } catch (const toml::parse_error&) {
+    return;
+  }
+  const std::size_t tree = tree_depth(parsed, 0);
+  if (scan.depth > tree || tree > 2 * scan.depth) {
+    std::fprintf(stderr, "nesting scan disagrees with toml++: scan depth %zu, tree depth %zu\n", scan.depth, tree);
+    std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  check_nesting_scan(text);
   fuzz_catalog(text);
   fuzz_profile(text);
   fuzz_graph(text);

@@ -20,6 +20,11 @@ namespace capsule {
 struct LoadOptions {
   /// The date trust expiry is judged against. Defaults to the system clock's today.
   Date today = today_utc();
+  /// Whether `load_workspace` checks every profile against the modules it combines (duplicate
+  /// identities, unknown modules). `lint` must; a command that works under one named profile
+  /// leaves it off and calls `check_profile` on that one, so its cost does not grow with
+  /// profiles x capsules.
+  bool check_every_profile = true;
 
   static Date today_utc();
 };
@@ -60,6 +65,11 @@ struct Workspace {
 Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
                          const std::vector<std::filesystem::path>& profile_dirs,
                          const LoadOptions& options = {});
+
+/// Checks one loaded profile against the workspace's modules (what `load_workspace` does for
+/// every profile when `check_every_profile` is set): unknown or repeated modules, duplicate
+/// identities among the modules it combines.
+Diagnostics check_profile(const Workspace& workspace, const Profile& profile);
 
 /// Adds one profile file to a workspace (for `--profile FILE`), with the same cross-checks.
 ProfilePtr add_profile_file(Workspace& workspace, const std::filesystem::path& file,

@@ -24,12 +24,27 @@ std::string toml_quoted(std::string_view text);
 /// Joins `items` with `separator`.
 std::string join(const std::vector<std::string>& items, std::string_view separator);
 
-/// Levenshtein distance; used only for suggestions, so quadratic cost is fine.
-std::size_t edit_distance(std::string_view a, std::string_view b);
+/// Names longer than this get no "did you mean" (and candidates longer than this are never
+/// suggested): nobody mistypes that much, and comparing costs time.
+inline constexpr std::size_t kMaxSuggestionLength = 256;
+
+/// Edit distance (Levenshtein plus adjacent transpositions), ignoring ASCII case. With `bound`,
+/// gives up once the distance must exceed it and returns `bound + 1`: linear memory and
+/// O(|a| * bound) time.
+std::size_t edit_distance(std::string_view a, std::string_view b,
+                          std::size_t bound = static_cast<std::size_t>(-1));
 
 /// The candidate closest to `value`, or "" when none is within a useful distance (half the
 /// word, at least 2). With `any_distance`, always the closest (SPEC §3 for vocabulary errors).
+/// No suggestion for a value longer than kMaxSuggestionLength.
 std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates,
                          bool any_distance = false);
+
+/// The longest part of a value a message quotes, in bytes.
+inline constexpr std::size_t kMaxQuotedBytes = 120;
+
+/// `text` for quoting in a message: whole when short, else its first `max_bytes` (never
+/// splitting a UTF-8 character) followed by "… (N bytes)", so a 5 MB name is never echoed.
+std::string clipped(std::string_view text, std::size_t max_bytes = kMaxQuotedBytes);
 
 }  // namespace capsule
