@@ -7,11 +7,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <fstream>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "capsule/diag_format.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/text.hpp"
 #include "json_check.hpp"
+#include "capsule/source_tree.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -47,6 +55,80 @@ void misspell_reference_suite(const ScratchTree& tree) {
   tree.replace("catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "reference.valeus" })");
 }
 
+
+/// A source root laid out as tests/data/hostile/lint-symlinks/leak.toml describes: links to a
+/// file and a directory outside it, to .git/config and to /proc/self/environ, a FIFO, and one
+/// plain file. Every secret lies in a file lint must not read.
+struct HostileRoot {
+  ScratchTree tree{"lint-symlinks"};
+  std::filesystem::path outside = tree.root().parent_path() / str("capsule-test-lint-outside-", ::getpid());
+
+  enum class Kind { Plain, Git, BrokenGit };
+
+  explicit HostileRoot(Kind kind) {
+    const bool git = kind == Kind::Git;
+    namespace fs = std::filesystem;
+    for (const fs::path& dir : {tree.catalogs(), tree.profiles()}) fs::remove_all(dir);
+    fs::create_directories(tree.catalogs());
+    fs::create_directories(tree.profiles());
+    fs::copy_file(testing::test_data() / "hostile" / "lint-symlinks" / "leak.toml", tree.catalogs() / "leak.toml");
+    fs::remove_all(outside);
+    fs::create_directories(outside / "dir");
+    std::ofstream(outside / "secret.cpp") << "secret_outside_token_abc\n";
+    std::ofstream(outside / "dir" / "inner.cpp") << "secret_dir_token_abc\n";
+    tree.write("tracked.cpp", "int tracked_symbol = 0;\n");
+    tree.write("untracked.cpp", "int untracked_symbol = 0;\n");
+    if (git) {
+      REQUIRE(std::system(str("git init -q '", tree.root().string(), "'").c_str()) == 0);
+      REQUIRE(std::system(str("git -C '", tree.root().string(), "' config capsule.token secret_git_token_abc").c_str()) == 0);
+      fs::create_symlink(".git/config", tree.root() / "gitlink.cpp");
+    } else {
+      // Outside a work tree, a nested repository's git directory holds the token.
+      fs::create_directories(tree.root() / "vendor" / ".git");
+      std::ofstream(tree.root() / "vendor" / ".git" / "config") << "secret_git_token_abc\n";
+      fs::create_symlink("vendor/.git/config", tree.root() / "gitlink.cpp");
+      fs::copy_file(tree.root() / "vendor" / ".git" / "config", tree.root() / "vendor-git-config");
+    }
+    // A `.git` that git cannot read: lint must refuse the tree, not fall back to reading it all.
+    if (kind == Kind::BrokenGit) std::ofstream(tree.root() / ".git") << "gitdir: /nonexistent\n";
+    fs::create_symlink(outside / "secret.cpp", tree.root() / "outside-link.cpp");
+    fs::create_directory_symlink(outside / "dir", tree.root() / "linkdir");
+    fs::create_symlink("/proc/self/environ", tree.root() / "environ.cpp");
+    REQUIRE(::mkfifo((tree.root() / "fifo.cpp").c_str(), 0600) == 0);
+    if (git) {
+      // Links and the FIFO's name are tracked too: tracking is not what keeps them out.
+      REQUIRE(std::system(str("git -C '", tree.root().string(),
+                              "' add tracked.cpp outside-link.cpp gitlink.cpp environ.cpp linkdir").c_str()) == 0);
+    }
+  }
+  ~HostileRoot() {
+    std::error_code ignored;
+    std::filesystem::remove_all(outside, ignored);
+  }
+};
+
+/// Every output lint can give for the hostile root: the CLI in every format, and the engine
+/// with the openat2 path and with the O_NOFOLLOW walk.
+std::string every_lint_output(const HostileRoot& hostile, std::size_t expected_findings) {
+  std::string all;
+  for (const char* format : {"text", "json", "sarif", "github"}) {
+    const CliRun run = lint_in(hostile.tree, {"--format", format, "--source-root", hostile.tree.root().string()});
+    CHECK(run.status != 0);
+    all += run.out + run.err;
+  }
+  const Workspace workspace = hostile.tree.load();
+  for (const bool openat2 : {true, false}) {
+    EvidenceCheckInputs inputs;
+    inputs.source_root = hostile.tree.root();
+    inputs.use_openat2 = openat2;
+    const Diagnostics found = check_evidence(workspace, inputs);
+    all += render(found);
+    CHECK(static_cast<std::size_t>(std::count_if(found.begin(), found.end(), [](const Diagnostic& d) {
+            return d.code == DiagCode::MissingProvenanceFile;
+          })) == expected_findings);
+  }
+  return all;
+}
 }  // namespace
 
 TEST_SUITE("lint") {
@@ -224,8 +306,76 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
     INFO(run.out);
     CHECK(run.status == 1);
     CHECK(count(run.out, "error[missing-provenance-file]") == 2);
-    CHECK(has(run.out, "is absolute or leaves the source root"));
+    CHECK(has(run.out, "is absolute, leaves the source root"));
     CHECK_FALSE(has(run.out, "missing-provenance-symbol"));
+  }
+
+
+  TEST_CASE("provenance never follows links out of the root, never reads .git, and never echoes what it reads") {
+    using Kind = HostileRoot::Kind;
+    for (const Kind kind : {Kind::Plain, Kind::Git, Kind::BrokenGit}) {
+      const bool git = kind == Kind::Git;
+      CAPTURE(static_cast<int>(kind));
+      ::setenv("CAPSULE_LINT_PROBE", "secret_env_token_abc", 1);
+      const HostileRoot hostile(kind);
+      // Six hostile paths, plus the untracked file under git; nothing at all when git refuses.
+      const std::string all = every_lint_output(hostile, kind == Kind::BrokenGit ? 0 : git ? 7 : 6);
+      INFO(all);
+      for (const char* secret : {"secret_outside_token_abc", "secret_dir_token_abc", "secret_git_token_abc",
+                                 "secret_env_token_abc", "secret_fifo_token_abc"}) {
+        CHECK_FALSE(has(all, secret));
+      }
+      CHECK_FALSE(has(all, "provenance names symbol `secret_"));
+      ::unsetenv("CAPSULE_LINT_PROBE");
+      if (kind == Kind::BrokenGit) {
+        CHECK(has(all, "error[io-error]: cannot check provenance under source root"));
+        CHECK(has(all, "git refused to list its tracked files"));
+        continue;
+      }
+      // Each hostile path is reported as a file lint will not read, never as a missing symbol.
+      CHECK(has(all, "a symbolic link is on the path, and lint never follows links"));
+      CHECK(has(all, "`.git/config` is absolute, leaves the source root"));
+      CHECK(has(all, "looked for " + (hostile.tree.root() / "fifo.cpp").string()));
+      // The one plain file is read, and its parsed symbols may be suggested.
+      CHECK(has(all, "help: did you mean `tracked_symbol`?"));
+      // Untracked files are outside the revision: read only when the root is not a git work tree.
+      CHECK(has(all, "names `untracked.cpp`, which is not a file under the source root") == git);
+      CHECK(has(all, "lint reads only files git tracks") == git);
+    }
+  }
+
+  TEST_CASE("the O_NOFOLLOW walk refuses what openat2 refuses") {
+    const HostileRoot hostile(HostileRoot::Kind::Plain);
+    const int root = ::open(hostile.tree.root().c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(root >= 0);
+    for (const bool openat2 : {true, false}) {
+      CAPTURE(openat2);
+      for (const char* refused : {"outside-link.cpp", "linkdir/inner.cpp", "gitlink.cpp", "environ.cpp", "../x",
+                                  "/etc/hostname"}) {
+        CAPTURE(refused);
+        const int fd = detail::open_beneath(root, refused, O_RDONLY, openat2);
+        CHECK(fd < 0);
+        if (fd >= 0) ::close(fd);
+      }
+      const int fd = detail::open_beneath(root, "tracked.cpp", O_RDONLY, openat2);
+      CHECK(fd >= 0);
+      if (fd >= 0) ::close(fd);
+    }
+    ::close(root);
+    CHECK_FALSE(detail::SourceTree::eligible_path(".git/config"));
+    CHECK_FALSE(detail::SourceTree::eligible_path("a/.GIT/config"));
+    CHECK_FALSE(detail::SourceTree::eligible_path("a/../../b"));
+    CHECK(detail::SourceTree::eligible_path("a/./b/../c.cpp") == std::optional<std::string>("a/c.cpp"));
+  }
+
+  TEST_CASE("a provenance file larger than the read bound is reported, not read") {
+    ScratchTree tree("lint-provenance-large");
+    tree.write("big.cpp", std::string(detail::kMaxProvenanceBytes + 1, 'a'));
+    detail::SourceTree source(tree.root());
+    REQUIRE(source.problem().empty());
+    CHECK(source.read("big.cpp").status == detail::SourceRead::Status::TooLarge);
+    tree.write("small.cpp", "x");
+    CHECK(source.read("small.cpp").status == detail::SourceRead::Status::Read);
   }
 
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {

@@ -103,8 +103,12 @@ struct EvidenceCheckInputs {
   std::optional<TestSuiteManifest> suites;
   std::vector<std::string> manifest_searched;  ///< where a manifest was looked for (for that warning)
   /// The directory provenance paths are relative to. Unset: the directory above each catalog's
-  /// own directory (the project root for `catalogs/x.toml`).
+  /// own directory (the project root for `catalogs/x.toml`). Lint reads only files git tracks
+  /// there (any regular file when it is not a git work tree), never under `.git`, never through
+  /// a symbolic link, at most 8 MiB each; a root it cannot read is an io-error.
   std::optional<std::filesystem::path> source_root;
+  /// False forces the component-by-component O_NOFOLLOW walk instead of openat2 (for tests).
+  bool use_openat2 = true;
 };
 
 /// The evidence-integrity findings for every loaded capsule: the workspace's modules and the
