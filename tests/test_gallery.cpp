@@ -164,6 +164,7 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::Usage,                 DiagCode::UnknownTestSuite,        DiagCode::UnknownRuntimeGuard,
     DiagCode::MissingProvenanceFile, DiagCode::MissingProvenanceSymbol, DiagCode::NoTestSuiteManifest,
     DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler,
+    DiagCode::NothingToLint,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

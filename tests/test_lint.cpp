@@ -378,6 +378,61 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
     CHECK(source.read("small.cpp").status == detail::SourceRead::Status::Read);
   }
 
+
+  TEST_CASE("lint that checked nothing fails: empty or unrelated catalog directories, a missing source root") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-nothing");
+    fs::create_directories(tree.root() / "empty");
+    fs::create_directories(tree.root() / "src");
+    tree.write("src/main.cpp", "int main() {}\n");
+    for (const char* dir : {"empty", "src"}) {
+      CAPTURE(dir);
+      const CliRun run = testing::run_cli({"lint", "--catalogs", (tree.root() / dir).string(), "--profiles",
+                                           (tree.root() / "empty").string()});
+      CHECK(run.status == 2);
+      CHECK(has(run.out, "error[nothing-to-lint]: no catalog files (`*.toml`) in this directory"));
+      CHECK(has(run.out, "lint: 0 modules"));
+    }
+    const CliRun rootless = lint_in(tree, {"--source-root", (tree.root() / "nonexistent").string()});
+    CHECK(rootless.status == 2);
+    CHECK(has(rootless.out, "error[nothing-to-lint]: --source-root `"));
+    CHECK(has(rootless.out, "` is not a directory, so no provenance could be checked"));
+    // An empty profile directory beside real catalogs still lints (catalogs come first).
+    fs::remove_all(tree.profiles());
+    fs::create_directories(tree.profiles());
+    CHECK(lint_in(tree).status == 0);
+  }
+
+  TEST_CASE("sarif and github name files relative to the repository when catalogs are not at its top") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-monorepo");
+    fs::create_directories(tree.root() / "ml");
+    fs::rename(tree.catalogs(), tree.root() / "ml" / "catalogs");
+    fs::rename(tree.profiles(), tree.root() / "ml" / "profiles");
+    const fs::path ml = tree.root() / "ml";
+    tree.replace("ml/catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "reference.valeus" })");
+    REQUIRE(std::system(str("git init -q '", tree.root().string(), "' && git -C '", tree.root().string(),
+                            "' add ml").c_str()) == 0);
+    const std::vector<std::string> args{"lint", "--catalogs", (ml / "catalogs").string(), "--profiles",
+                                        (ml / "profiles").string()};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> all = args;
+      all.insert(all.end(), extra.begin(), extra.end());
+      return testing::run_cli(all);
+    };
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{}, std::vector<std::string>{"--source-root", ml.string()}}) {
+      const CliRun github = with({"--format", "github"});
+      CHECK(github.status == 1);
+      CHECK(has(github.out, "::error file=ml/catalogs/reference.toml,line=19,"));
+      CHECK_FALSE(has(github.out, "file=catalogs/"));
+      std::vector<std::string> sarif_args{"--format", "sarif"};
+      sarif_args.insert(sarif_args.end(), extra.begin(), extra.end());
+      const CliRun sarif = with(sarif_args);
+      CHECK(has(sarif.out, R"("artifactLocation":{"uri":"ml/catalogs/reference.toml","uriBaseId":"PROJECTROOT"})"));
+    }
+  }
+
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {
     ScratchTree tree("lint-unlisted");
     for (const char* name : {"reference.toml", "native-cuda.toml", "attention.toml", "libtorch.toml"}) {

@@ -478,6 +478,66 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
   return out;
 }
 
+namespace {
+
+/// Loadable files of one kind in `dir` (catalogs and profiles are `*.toml`, graphs excluded), as
+/// the workspace loader counts them.
+std::size_t toml_entries(const fs::path& dir) {
+  std::size_t count = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".toml" && !name.ends_with(".graph.toml")) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope) {
+  Diagnostics out;
+  const auto nothing = [&](const fs::path& where, std::string message, std::string help) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::NothingToLint, SourceLoc{where.string(), 0, 0},
+                             std::move(message), {}, std::move(help)});
+  };
+  std::error_code error;
+  // Catalog directories only: a tree may have no profiles yet, and lint still checks its
+  // catalogs; a catalog directory without catalogs checked nothing.
+  for (const fs::path& dir : scope.catalog_dirs) {
+    // A directory that cannot be read is already an io-error from the loader.
+    if (fs::is_directory(dir, error) && toml_entries(dir) == 0) {
+      nothing(dir, "no catalog files (`*.toml`) in this directory, so lint checked nothing there",
+              "point --catalogs at the directory that holds the catalog files");
+    }
+  }
+  if (scope.catalog_dirs.empty()) {
+    nothing({}, "no catalog directory was given, so lint checked nothing", "pass --catalogs DIR");
+  } else if (workspace.modules.empty() && !has_errors(workspace.diagnostics) && out.empty()) {
+    nothing(scope.catalog_dirs.front(), "no catalog loaded, so lint checked nothing", "pass --catalogs DIR");
+  }
+  if (scope.source_root && !fs::is_directory(*scope.source_root, error)) {
+    nothing(*scope.source_root,
+            str("--source-root `", scope.source_root->string(), "` is not a directory, so no provenance could be checked"),
+            "name the project's top directory");
+  }
+  return out;
+}
+
+fs::path annotation_root(const LintScope& scope) {
+  if (!scope.catalog_dirs.empty()) {
+    std::error_code error;
+    if (fs::is_directory(scope.catalog_dirs.front(), error)) {
+      if (auto top = detail::git_work_tree_top(scope.catalog_dirs.front())) return *top;
+    }
+  }
+  if (scope.source_root) return *scope.source_root;
+  if (scope.catalog_dirs.empty()) return {};
+  std::error_code error;
+  fs::path dir = fs::absolute(scope.catalog_dirs.front(), error).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
+  return dir.parent_path();
+}
+
 Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overrides) {
   const auto listed = [](const std::vector<DiagCode>& codes, DiagCode code) {
     return std::find(codes.begin(), codes.end(), code) != codes.end();

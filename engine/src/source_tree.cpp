@@ -199,6 +199,24 @@ int open_beneath(int root_fd, std::string_view relative, int flags, bool use_ope
   return open_by_components(root_fd, relative, flags);
 }
 
+std::optional<fs::path> git_work_tree_top(const fs::path& dir) {
+  const Spawned top = spawn_and_read(git_args(dir, {"rev-parse", "--show-toplevel"}));
+  if (!top.started || top.exit_status != 0 || top.truncated) return std::nullopt;
+  std::string text = top.out;
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) return std::nullopt;
+  std::error_code error;
+  const fs::path wanted = fs::weakly_canonical(text, error);
+  if (error) return std::nullopt;
+  // git prints the real path; annotations need the spelling the catalogs were loaded under.
+  for (fs::path at = fs::absolute(dir, error).lexically_normal();; at = at.parent_path()) {
+    std::error_code same;
+    if (fs::weakly_canonical(at, same) == wanted && !same) return at;
+    if (!at.has_relative_path()) break;
+  }
+  return wanted;
+}
+
 SourceTree::SourceTree(const fs::path& root, bool use_openat2) : use_openat2_(use_openat2) {
   for (const fs::path& part : fs::absolute(root).lexically_normal()) {
     if (is_git_component(part.string())) {

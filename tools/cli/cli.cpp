@@ -330,9 +330,11 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
   const RuleOverrides overrides = rule_overrides(vm);
-  const std::vector<fs::path> catalog_dirs = data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env);
-  Workspace workspace = load_workspace(catalog_dirs, data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env),
-                                       load_options(ctx.env));
+  LintScope scope{data_dirs(vm, "catalogs", "CAPSULE_CATALOGS", "catalogs", ctx.env),
+                  data_dirs(vm, "profiles", "CAPSULE_PROFILES", "profiles", ctx.env), std::nullopt};
+  if (vm.count("source-root")) scope.source_root = fs::path(vm["source-root"].as<std::string>());
+  Workspace workspace = load_workspace(scope.catalog_dirs, scope.profile_dirs, load_options(ctx.env));
+  Diagnostics nothing = check_lint_scope(workspace, scope);
 
   HandlerRegistry registry;
   if (auto registered = register_reference_handlers(registry); !registered) {
@@ -342,22 +344,14 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   EvidenceCheckInputs inputs;
   inputs.handlers = lint_handlers(registry);
   inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
-  if (vm.count("source-root")) inputs.source_root = fs::path(vm["source-root"].as<std::string>());
+  inputs.source_root = scope.source_root;
   Diagnostics evidence = check_evidence(workspace, inputs);
+  workspace.diagnostics.insert(workspace.diagnostics.begin(), nothing.begin(), nothing.end());
   workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
   const Diagnostics findings = apply_lint_rules(std::move(workspace.diagnostics), overrides);
 
-  // SARIF and GitHub name files relative to the project: the source root, else the directory
-  // above the (first) catalog directory.
-  fs::path root;
-  if (inputs.source_root) {
-    root = *inputs.source_root;
-  } else if (!catalog_dirs.empty()) {
-    std::error_code error;
-    fs::path dir = fs::absolute(catalog_dirs.front(), error).lexically_normal();
-    if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
-    root = dir.parent_path();
-  }
+  // SARIF and GitHub name files relative to the repository (see annotation_root).
+  const fs::path root = annotation_root(scope);
   ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
@@ -368,8 +362,9 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
                    " profiles: ", errors, " errors, ", counts[static_cast<std::size_t>(Severity::Warning)], " warnings, ",
                    counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
   }
-  const bool unreadable = std::any_of(findings.begin(), findings.end(),
-                                      [](const Diagnostic& d) { return d.code == DiagCode::IoError; });
+  const bool unreadable = std::any_of(findings.begin(), findings.end(), [](const Diagnostic& d) {
+    return d.code == DiagCode::IoError || d.code == DiagCode::NothingToLint;
+  });
   if (unreadable) return kUsage;
   return errors == 0 ? kOk : kRejected;
 }

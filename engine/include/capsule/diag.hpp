@@ -44,12 +44,13 @@ enum class DiagCode : std::uint8_t {
   NoCompiledHandler,        // a capsule no handler of this build can run
   UnverifiableEvidence,     // evidence of such a capsule that this build cannot check
   UnlistedHandler,          // a compiled handler that no loaded capsule mentions
+  NothingToLint,            // lint was given a directory without files of its kind, or no root
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 29> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 30> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -76,6 +77,7 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 29> kDiagCode
     {DiagCode::NoCompiledHandler, "no-compiled-handler"},
     {DiagCode::UnverifiableEvidence, "unverifiable-evidence"},
     {DiagCode::UnlistedHandler, "unlisted-handler"},
+    {DiagCode::NothingToLint, "nothing-to-lint"},
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},

@@ -32,7 +32,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 24> kLintRules{{
+inline constexpr std::array<LintRule, 25> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -67,6 +67,8 @@ inline constexpr std::array<LintRule, 24> kLintRules{{
     {DiagCode::UnverifiableEvidence, Severity::Note, false,
      "evidence of capsules without a handler that this build cannot check"},
     {DiagCode::UnlistedHandler, Severity::Warning, false, "every compiled handler is mentioned by a loaded capsule"},
+    {DiagCode::NothingToLint, Severity::Error, true,
+     "every catalog directory holds catalog files, and the source root exists"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
@@ -118,6 +120,24 @@ struct EvidenceCheckInputs {
 /// warning and one unverifiable-evidence note per module instead of errors. Evidence written
 /// once in [defaults] is reported once, with the other capsules that share it in a note.
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
+
+/// What `capsule lint` was asked to check.
+struct LintScope {
+  std::vector<std::filesystem::path> catalog_dirs;
+  std::vector<std::filesystem::path> profile_dirs;
+  std::optional<std::filesystem::path> source_root;
+};
+
+/// Errors for a lint that would check nothing: a catalog directory that holds no catalog file
+/// (profile directories may be empty), no catalog found at all, or a `--source-root` that is not a directory. A green
+/// lint must mean something was read.
+Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope);
+
+/// The directory SARIF and GitHub annotations name files relative to: the top of the git work
+/// tree holding the first catalog directory (annotations land on repository paths even when
+/// catalogs live in `ml/catalogs`), else `--source-root`, else the directory above the first
+/// catalog directory.
+std::filesystem::path annotation_root(const LintScope& scope);
 
 /// `--deny RULE`, `--allow RULE` and `--deny warnings`.
 struct RuleOverrides {

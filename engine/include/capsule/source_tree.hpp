@@ -39,6 +39,10 @@ std::string_view describe(SourceRead::Status status);
 /// an escape). `use_openat2 = false` forces the component-by-component path (for tests).
 int open_beneath(int root_fd, std::string_view relative, int flags, bool use_openat2 = true);
 
+/// The top directory of the git work tree holding `dir`, as a lexical ancestor of `dir`'s
+/// absolute path (so paths under it stay relative), or nullopt outside a work tree or without git.
+std::optional<std::filesystem::path> git_work_tree_top(const std::filesystem::path& dir);
+
 class SourceTree {
  public:
   /// Opens `root`. Never throws; `problem()` says why the tree cannot be read.
