@@ -339,3 +339,28 @@ op = "exp"
     CHECK(workspace.diagnostics.size() == 1);
   }
 }
+
+// Hostile graphs (tests/data/hostile/graphs): every `# expect: LINE:COL CODE` line is one
+// diagnostic, and there is no other: one finding per problem, each at its value.
+TEST_CASE("hostile graphs report every shape, arity and emptiness problem at its position") {
+  const fs::path dir = capsule::testing::test_data() / "hostile" / "graphs";
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++files;
+    CAPTURE(entry.path().string());
+    std::multiset<std::string> expected;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("# expect: ", 0) == 0) expected.insert(line.substr(10));
+    }
+    REQUIRE_FALSE(expected.empty());
+    Diagnostics out;
+    CHECK_FALSE(load_graph(entry.path(), out).has_value());
+    std::multiset<std::string> got;
+    for (const Diagnostic& d : out) got.insert(std::to_string(d.where.line) + ":" + std::to_string(d.where.column) + " " +
+                                               std::string(to_string(d.code)));
+    INFO(render(out));
+    CHECK(got == expected);
+  }
+  CHECK(files == 3);
+}
