@@ -364,3 +364,42 @@ TEST_CASE("hostile graphs report every shape, arity and emptiness problem at its
   }
   CHECK(files == 3);
 }
+
+// Messages that contradicted themselves (tests/data/hostile/messages).
+TEST_CASE("schema, provider and with_catalogs messages say what was written and suggest only valid values") {
+  const fs::path dir = capsule::testing::test_data() / "hostile" / "messages";
+  const auto rendered = [](const Diagnostics& out) { return render(out); };
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_catalog(dir / "schema-float.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, ":1:10: error[unsupported-schema]: `schema` must be the integer 1, got the float 1.0"));
+    CHECK_FALSE(capsule::testing::has(text, "unsupported schema 1;"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "provider-sometimes.profile.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, "got \"sometimes\""));
+    // The old hint suggested { prefer = "sometimes" }, itself invalid.
+    CHECK_FALSE(capsule::testing::has(text, "prefer = \"sometimes\""));
+    CHECK(capsule::testing::has(text, "{ prefer = \"reference\" }"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "provider-near.profile.toml", LoadOptions{}, out));
+    CHECK(capsule::testing::has(rendered(out), "help: write \"auto\", { prefer = \"reference\" } or { only = \"reference\" }"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "twice.profile.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, ":5:57: error[invalid-value]: `with_catalogs` lists the same catalog "));
+    CHECK(capsule::testing::has(text, "twice: entry 1 (`../../../../catalogs/reference.toml`) and entry 2 "));
+    CHECK(capsule::testing::has(text, "note: entry 1 is at "));
+    CHECK_FALSE(capsule::testing::has(text, "duplicate"));
+  }
+}
