@@ -433,6 +433,49 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
     }
   }
 
+
+  TEST_CASE("profiles that can plan nothing are unplannable unless marked plans_nothing, and marked ones must plan nothing") {
+    ScratchTree tree("lint-unplannable");
+    const std::filesystem::path hostile = testing::test_data() / "hostile" / "profiles";
+    for (const char* name : {"only-undeclared", "prefer-undeclared", "empty-evidence", "empty-trust"}) {
+      std::filesystem::copy_file(hostile / str(name, ".toml"), tree.profiles() / str(name, ".toml"));
+    }
+    tree.replace("profiles/future_tpu.toml", "plans_nothing = true\n", "");
+    tree.replace("profiles/checked_cpu.toml", "device = \"cpu\"\n", "device = \"cpu\"\nplans_nothing = true\n");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "error[unplannable-profile]: profile `only-undeclared` plans only with provider `libtorch`, "
+                       "which its own availability does not declare; every plan will fail"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `prefer-undeclared` prefers provider `native-cuda`, "
+                       "which its own availability does not declare; the preference can never apply"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `empty-evidence` admits no evidence kind"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `empty-trust` admits no trust level"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `future_tpu` plans no op"));
+    CHECK(has(run.out, "help: admit the capsules it should plan, or mark a placeholder profile `plans_nothing = true`"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `checked_cpu` is marked `plans_nothing = true` but plans "));
+    // The other placeholders are marked and plan nothing: no finding.
+    CHECK_FALSE(has(run.out, "profile `future_rocm`"));
+    // The shipped tree, with every future_* profile marked, is clean of this rule.
+    CHECK_FALSE(has(lint_shipped().out, "unplannable-profile"));
+  }
+
+  TEST_CASE("capsule = [] fails like a missing capsule, and a profile naming a module that failed to load says so") {
+    ScratchTree tree("lint-failed-module");
+    std::filesystem::copy_file(testing::test_data() / "hostile" / "catalogs" / "empty-capsules.catalog.toml",
+                               tree.catalogs() / "empty.toml");
+    tree.replace("catalogs/reference.toml", "schema = 1", "schema = 2");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    const std::string empty = (tree.catalogs() / "empty.toml").string();
+    CHECK(has(run.out, empty + ":4:11: error[missing-field]: catalog declares no capsules (`capsule = []`)"));
+    CHECK(has(run.out, "error[unknown-module]: profile `checked_cpu` names capsule module `reference`, whose catalog "
+                       "failed to load"));
+    CHECK(has(run.out, "note: the catalog's first error is at " + (tree.catalogs() / "reference.toml").string() + ":"));
+    CHECK_FALSE(has(run.out, "names unknown capsule module `reference`"));
+  }
+
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {
     ScratchTree tree("lint-unlisted");
     for (const char* name : {"reference.toml", "native-cuda.toml", "attention.toml", "libtorch.toml"}) {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
 #include "capsule/source_tree.hpp"
 
@@ -461,6 +462,34 @@ Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const fs::path& f
   return manifest;
 }
 
+Diagnostics check_profile_intent(const Workspace& workspace) {
+  Diagnostics out;
+  const LintRule* rule = find_lint_rule(DiagCode::UnplannableProfile);
+  for (const ProfilePtr& profile : workspace.profiles) {
+    auto resolved = resolve_profile(workspace, profile);
+    if (!resolved) continue;  // its modules are reported by the loader
+    std::vector<std::string> planned;
+    for (const auto& entry : VocabTable<Op>::entries) {
+      if (resolved->planner.chosen(entry.first) != nullptr) planned.emplace_back(entry.second);
+    }
+    if (planned.empty() && !profile->plans_nothing) {
+      out.push_back(Diagnostic{rule->severity, DiagCode::UnplannableProfile, profile->where,
+                               str("profile `", profile->name, "` plans no op: no capsule of its modules is admitted by "
+                                   "its availability, provider and assurance"),
+                               {},
+                               "admit the capsules it should plan, or mark a placeholder profile "
+                               "`plans_nothing = true`"});
+    } else if (!planned.empty() && profile->plans_nothing) {
+      out.push_back(Diagnostic{rule->severity, DiagCode::UnplannableProfile, profile->where,
+                               str("profile `", profile->name, "` is marked `plans_nothing = true` but plans ",
+                                   planned.size(), " op", planned.size() == 1 ? "" : "s"),
+                               {str("it plans ", quoted_list(planned))},
+                               "remove `plans_nothing`, or narrow the profile so it plans nothing"});
+    }
+  }
+  return out;
+}
+
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs) {
   Diagnostics out;
   if (!inputs.suites) {
@@ -475,6 +504,8 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
   for (const CapsuleModule* module : modules) checker.module(*module);
   checker.unlisted_handlers(modules);
   checker.finish();
+  Diagnostics intent = check_profile_intent(workspace);
+  out.insert(out.end(), intent.begin(), intent.end());
   return out;
 }
 

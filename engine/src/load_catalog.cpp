@@ -420,6 +420,11 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
   if (const toml::table* table = top.table("defaults")) defaults = parse_partial(context, *table, "[defaults]", true);
 
   const toml::array* capsules = top.array("capsule");
+  if (capsules != nullptr && capsules->empty()) {
+    // `capsule = []` declares a module of nothing, as a missing `capsule` does: same error.
+    context.error(DiagCode::MissingField, context.at(*capsules),
+                  "catalog declares no capsules (`capsule = []`); expected at least one [[capsule]] table");
+  }
   if (capsules == nullptr && top.node("capsule") == nullptr) {
     top.missing("capsule", "at least one [[capsule]] table");
   }

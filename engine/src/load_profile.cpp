@@ -134,7 +134,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   FileContext context(path, out);
   Fields top(context, *root, "profile",
              {"schema", "name", "summary", "device", "provider", "assurance", "vjp", "lowering", "modules",
-              "availability", "target", "with_catalogs"});
+              "availability", "target", "with_catalogs", "plans_nothing"});
   check_schema(context, top);
 
   Profile profile;
@@ -148,6 +148,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
     top.missing("name", "the name used with --profile");
   }
   profile.summary = top.string("summary").value_or("");
+  profile.plans_nothing = top.boolean("plans_nothing").value_or(false);
   if (auto device = top.vocab<Device>("device")) profile.policy.device = *device;
   else if (top.node("device") == nullptr) top.missing("device", "the device this profile plans for");
   if (const toml::node* provider = top.node("provider")) {
@@ -226,15 +227,36 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
       profile.with_catalogs.emplace_back(file->get(), context.at(item));
     }
   }
-  if (!context.failed() && !profile.availability.devices.contains(profile.policy.device)) {
-    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
-                   str("profile `", profile.name, "` plans for device `", to_string(profile.policy.device),
-                       "`, which its own availability does not declare; every plan will fail"),
-                   "add the device to [availability] devices, or the accelerator to [target]");
-  }
-  if (!context.failed() && profile.policy.assurance.trust.empty()) {
-    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
-                   str("profile `", profile.name, "` admits no trust level; every plan will fail"));
+  // Reasons a profile can plan nothing that the file alone shows. A profile marked
+  // `plans_nothing` means it: lint then checks the opposite (capsule/lint.hpp).
+  if (!context.failed() && !profile.plans_nothing) {
+    const auto unplannable = [&](std::string message, std::string help) {
+      context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
+                     str("profile `", profile.name, "` ", message), std::move(help));
+    };
+    const std::string marker = "or mark a placeholder profile `plans_nothing = true`";
+    if (!profile.availability.devices.contains(profile.policy.device)) {
+      unplannable(str("plans for device `", to_string(profile.policy.device),
+                      "`, which its own availability does not declare; every plan will fail"),
+                  "add the device to [availability] devices, or the accelerator to [target]");
+    }
+    if (profile.policy.assurance.trust.empty()) {
+      unplannable("admits no trust level (`trust = []`); every plan will fail",
+                  str("list the trust levels it accepts, ", marker));
+    }
+    if (profile.policy.assurance.evidence.empty()) {
+      unplannable("admits no evidence kind (`evidence = []`); every plan will fail",
+                  str("list the evidence kinds it accepts, ", marker));
+    }
+    const ProviderPreference& preference = profile.policy.provider;
+    if (preference.kind != ProviderPreference::Kind::Auto &&
+        !profile.availability.providers.contains(preference.provider)) {
+      const bool only = preference.kind == ProviderPreference::Kind::Only;
+      unplannable(str(only ? "plans only with" : "prefers", " provider `", to_string(preference.provider),
+                      "`, which its own availability does not declare; ",
+                      only ? "every plan will fail" : "the preference can never apply"),
+                  "add the provider to [availability] providers, or name a declared one");
+    }
   }
   complete = !context.failed();
   return profile;

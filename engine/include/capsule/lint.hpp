@@ -119,7 +119,13 @@ struct EvidenceCheckInputs {
 /// belong to a provider this build leaves out); such capsules give one no-compiled-handler
 /// warning and one unverifiable-evidence note per module instead of errors. Evidence written
 /// once in [defaults] is reported once, with the other capsules that share it in a note.
+/// It ends with check_profile_intent's findings.
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
+
+/// unplannable-profile findings that need the catalogs: a profile that plans no op (no capsule
+/// of its modules is admitted) unless it is marked `plans_nothing = true`, and a marked profile
+/// that does plan an op.
+Diagnostics check_profile_intent(const Workspace& workspace);
 
 /// What `capsule lint` was asked to check.
 struct LintScope {
