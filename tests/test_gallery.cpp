@@ -403,3 +403,16 @@ TEST_CASE("schema, provider and with_catalogs messages say what was written and 
     CHECK_FALSE(capsule::testing::has(text, "duplicate"));
   }
 }
+
+TEST_CASE("not-applicable evidence backs only a vjp-unavailable claim") {
+  Diagnostics out;
+  const fs::path file = capsule::testing::test_data() / "hostile" / "catalogs" / "not-applicable-value.toml";
+  CHECK_FALSE(load_catalog(file, LoadOptions{}, out));
+  const std::string text = render(out);
+  INFO(text);
+  CHECK(capsule::testing::has(text, ":19:60: error[invalid-value]: capsule `inline.relu` value contract rests its "
+                                    "value-refinement claim on `not-applicable` evidence"));
+  CHECK(out.size() == 1);
+  // The shipped forward-only capsules (vjp-unavailable on not-applicable) still load.
+  CHECK(capsule::testing::shipped().diagnostics.empty());
+}

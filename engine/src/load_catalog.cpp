@@ -386,6 +386,19 @@ struct Finisher {
                       {}, {"alignment rule: SPEC §4 / TorchLean contractsAligned (§3.1)"});
         ok = false;
       }
+      // "Not applicable" is evidence only that there is nothing to prove: a forward-only capsule's
+      // vjp-unavailable claim (TorchLean). Backing any other claim with it would pass a value,
+      // shape, layout or VJP claim on no evidence at all.
+      if (descriptor.evidence.kind == EvidenceKind::NotApplicable &&
+          descriptor.claim.kind != ClaimKind::VjpUnavailable) {
+        const FilePos at = partial.sites.evidence;
+        context.error(DiagCode::InvalidValue,
+                      at.line != 0 ? SourceLoc{partial.where.file, at.line, at.column} : partial.where,
+                      str("capsule `", capsule.name, "` ", to_string(obligation), " contract rests its ",
+                          to_string(descriptor.claim.kind), " claim on `not-applicable` evidence"),
+                      "not-applicable backs only a vjp-unavailable claim; name the evidence that checks this claim");
+        ok = false;
+      }
       if (descriptor.evidence.kind == EvidenceKind::TrustedBoundary) {
         check_expiry(descriptor.evidence.expires, partial.expires_where,
                      str("trusted boundary of `", capsule.name, "` ", to_string(obligation)));
