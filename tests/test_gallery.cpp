@@ -164,7 +164,7 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::Usage,                 DiagCode::UnknownTestSuite,        DiagCode::UnknownRuntimeGuard,
     DiagCode::MissingProvenanceFile, DiagCode::MissingProvenanceSymbol, DiagCode::NoTestSuiteManifest,
     DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler,
-    DiagCode::NothingToLint,
+    DiagCode::NothingToLint,         DiagCode::CheckedOnTrustedBoundary,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

@@ -476,6 +476,48 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
     CHECK_FALSE(has(run.out, "names unknown capsule module `reference`"));
   }
 
+
+  TEST_CASE("a checked label resting on a trusted boundary is a lint error and shows in plans by evidence") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-relabelled");
+    const fs::path data = testing::test_data() / "hostile" / "boundary";
+    fs::copy_file(data / "relabelled.toml", tree.catalogs() / "relabelled.toml");
+    fs::copy_file(data / "admits-boundary.profile.toml", tree.profiles() / "admits-boundary.toml");
+    const CliRun lint = lint_in(tree);
+    INFO(lint.out);
+    CHECK(lint.status == 1);
+    CHECK(has(lint.out, (tree.catalogs() / "relabelled.toml").string() + ":20:60: error[checked-on-trusted-boundary]"));
+    CHECK(has(lint.out, "error[checked-on-trusted-boundary]: capsule `relabelled.relu` is labelled `checked` but its "
+                        "value obligation rests on trusted-boundary evidence"));
+    CHECK(count(lint.out, "checked-on-trusted-boundary") == 1);
+    // The inline head's guards and suites are not this build's: allow those to isolate the rule.
+    CHECK(lint_in(tree, {"--allow", "unknown-runtime-guard,unknown-test-suite"}).status == 1);
+    CHECK(lint_in(tree, {"--allow", "unknown-runtime-guard,unknown-test-suite,checked-on-trusted-boundary"}).status == 0);
+
+    const std::vector<std::string> plan{"plan", "--profile", "admits_boundary", "--ops", "relu", "--catalogs",
+                                        tree.catalogs().string(), "--profiles", tree.profiles().string()};
+    std::vector<std::string> args = plan;
+    const CliRun text = testing::run_cli(args);
+    INFO(text.out, text.err);
+    CHECK(text.status == 0);
+    // TorchLean's line reads the label and stays as it is; the new line reads the evidence.
+    CHECK(has(text.out, "\ntrusted external boundary: none\ntrusted boundaries by evidence: relu (value)\n"));
+    args.insert(args.end(), {"--format", "json"});
+    CHECK(has(testing::run_cli(args).out, R"("trusted_boundary_evidence":[{"op":"relu","obligations":["value"]}])"));
+    args = plan;
+    args.insert(args.end(), {"--format", "markdown"});
+    CHECK(has(testing::run_cli(args).out, "**Trusted boundaries by evidence:** `relu` (value)"));
+
+    tree.write("one.graph.toml", "schema = 1\nname = \"one\"\n[[node]]\nid = 0\nkind = \"input\"\n"
+                                 "[[node]]\nid = 1\nkind = \"relu\"\ninputs = [0]\n");
+    const CliRun dot = testing::run_cli({"plan", "--profile", "admits_boundary", "--graph",
+                                         (tree.root() / "one.graph.toml").string(), "--format", "dot", "--catalogs",
+                                         tree.catalogs().string(), "--profiles", tree.profiles().string()});
+    INFO(dot.out, dot.err);
+    CHECK(has(dot.out, "relabelled.relu\\nreference / checked\\ntrusted boundary evidence: value\""));
+    CHECK(has(dot.out, "style=\"rounded,filled,dashed\""));
+  }
+
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {
     ScratchTree tree("lint-unlisted");
     for (const char* name : {"reference.toml", "native-cuda.toml", "attention.toml", "libtorch.toml"}) {

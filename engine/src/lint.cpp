@@ -90,6 +90,7 @@ class EvidenceChecker {
   void module(const CapsuleModule& module) {
     Unhandled unhandled;
     for (const Capsule& capsule : module.capsules) {
+      checked_label(capsule);
       const LintHandler* handler = find_handler(capsule);
       for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
         const Evidence& evidence = capsule.contracts[i].evidence;
@@ -186,6 +187,22 @@ class EvidenceChecker {
     }
     shared_.emplace(key, SharedFinding{out_.size(), {}});
     return true;
+  }
+
+  /// A `checked` label on a capsule that rests an obligation on a trusted boundary: plans and
+  /// gates reading the label would not show the boundary (diff already ranks this as weakened).
+  void checked_label(const Capsule& capsule) {
+    if (capsule.trust != Trust::Checked) return;
+    for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+      if (capsule.contracts[i].evidence.kind != EvidenceKind::TrustedBoundary) continue;
+      const SourceLoc where = site(capsule, capsule.sites[i].evidence);
+      if (!first_report(DiagCode::CheckedOnTrustedBoundary, where, "", capsule)) continue;
+      add(DiagCode::CheckedOnTrustedBoundary, where,
+          str("capsule `", capsule.name, "` is labelled `checked` but its ", obligation_name(i),
+              " obligation rests on trusted-boundary evidence"),
+          {"plans report it under \"trusted boundaries by evidence\", not under the trusted external boundary"},
+          "label it `trust = \"trusted-external\"`, or back the obligation with checked evidence");
+    }
   }
 
   void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {

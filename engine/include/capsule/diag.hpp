@@ -45,12 +45,13 @@ enum class DiagCode : std::uint8_t {
   UnverifiableEvidence,     // evidence of such a capsule that this build cannot check
   UnlistedHandler,          // a compiled handler that no loaded capsule mentions
   NothingToLint,            // lint was given a directory without files of its kind, or no root
+  CheckedOnTrustedBoundary, // a capsule labelled `checked` rests an obligation on a trusted boundary
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 30> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 31> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -78,6 +79,7 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 30> kDiagCode
     {DiagCode::UnverifiableEvidence, "unverifiable-evidence"},
     {DiagCode::UnlistedHandler, "unlisted-handler"},
     {DiagCode::NothingToLint, "nothing-to-lint"},
+    {DiagCode::CheckedOnTrustedBoundary, "checked-on-trusted-boundary"},
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},

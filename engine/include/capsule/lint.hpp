@@ -32,7 +32,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 25> kLintRules{{
+inline constexpr std::array<LintRule, 26> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -69,6 +69,8 @@ inline constexpr std::array<LintRule, 25> kLintRules{{
     {DiagCode::UnlistedHandler, Severity::Warning, false, "every compiled handler is mentioned by a loaded capsule"},
     {DiagCode::NothingToLint, Severity::Error, true,
      "every catalog directory holds catalog files, and the source root exists"},
+    {DiagCode::CheckedOnTrustedBoundary, Severity::Error, false,
+     "a capsule labelled `checked` rests no obligation on trusted-boundary evidence"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
