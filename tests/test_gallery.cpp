@@ -12,12 +12,16 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "capsule/load.hpp"
+#include "capsule/op_arity.hpp"
+#include "capsule/runtime/handler.hpp"
+#include "capsule/text.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -415,4 +419,25 @@ TEST_CASE("not-applicable evidence backs only a vjp-unavailable claim") {
   CHECK(out.size() == 1);
   // The shipped forward-only capsules (vjp-unavailable on not-applicable) still load.
   CHECK(capsule::testing::shipped().diagnostics.empty());
+}
+
+// The graph loader's arity table and the reference kernels must agree: each kernel refuses one
+// input too many and one too few with its input-count check (a second, conflicting source of
+// arity would show here).
+TEST_CASE("reference kernels refuse exactly the input counts op_arity refuses") {
+  const auto tensor = Tensor::from_values({2, 2}, DType::F32, {1.0, 2.0, 3.0, 4.0});
+  REQUIRE(tensor);
+  for (const auto& [op, name] : VocabTable<Op>::entries) {
+    const OpArity arity = op_arity(op);
+    if (!arity.known || !capsule::testing::reference_handlers().find(op, Provider::Reference, Device::Cpu)) continue;
+    CAPTURE(name);
+    const HandlerSpec& handler = capsule::testing::reference_handler(op);
+    const auto refuses = [&](std::size_t count) {
+      const std::vector<Tensor> inputs(count, *tensor);
+      const auto result = handler.forward(inputs, OpAttrs{});
+      return !result && capsule::testing::has(result.error().message, str(": got ", count, " inputs; expected"));
+    };
+    if (arity.max != std::numeric_limits<std::size_t>::max()) CHECK(refuses(arity.max + 1));
+    if (arity.min > 0) CHECK(refuses(arity.min - 1));
+  }
 }
