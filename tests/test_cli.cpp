@@ -285,7 +285,11 @@ TEST_SUITE("cli") {
     CHECK(run_plan().out.find("scaled_dot_product_attention: libtorch.sdpa_forward") != std::string::npos);
     // Remove the LibTorch capsules: the same profile now selects native CUDA attention.
     std::filesystem::remove(dir / "catalogs/libtorch.toml");
-    std::ofstream(dir / "catalogs/libtorch.toml") << "schema = 1\nmodule = \"libtorch\"\ncapsule = []\n";
+    // A module must declare a capsule (`capsule = []` is an error, like a missing `capsule`):
+    // keep the module with one CPU relu capsule that this CUDA profile never selects.
+    std::string head(capsule::testing::kCatalogHead);
+    head.replace(head.find("module = \"inline\""), 17, "module = \"libtorch\"");
+    std::ofstream(dir / "catalogs/libtorch.toml") << head << "\n[[capsule]]\nname = \"libtorch.placeholder\"\nop = \"relu\"\n";
     const CliRun after = run_plan();
     CHECK(after.status == 0);
     CHECK(after.out.find("scaled_dot_product_attention: native_cuda.direct_attention") != std::string::npos);

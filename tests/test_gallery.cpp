@@ -12,12 +12,16 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "capsule/load.hpp"
+#include "capsule/op_arity.hpp"
+#include "capsule/runtime/handler.hpp"
+#include "capsule/text.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -166,6 +170,7 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler,
     // Directory listings and git revisions, not file contents (tests/test_diff_git.cpp).
     DiagCode::GitError,              DiagCode::NonRegularFile,
+    DiagCode::NothingToLint,         DiagCode::CheckedOnTrustedBoundary,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {
@@ -338,5 +343,103 @@ op = "exp"
     const Workspace workspace = load_workspace({dir / "catalogs"}, {dir / "profiles"}, fixed_day());
     INFO(render(workspace.diagnostics));
     CHECK(workspace.diagnostics.size() == 1);
+  }
+}
+
+// Hostile graphs (tests/data/hostile/graphs): every `# expect: LINE:COL CODE` line is one
+// diagnostic, and there is no other: one finding per problem, each at its value.
+TEST_CASE("hostile graphs report every shape, arity and emptiness problem at its position") {
+  const fs::path dir = capsule::testing::test_data() / "hostile" / "graphs";
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++files;
+    CAPTURE(entry.path().string());
+    std::multiset<std::string> expected;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("# expect: ", 0) == 0) expected.insert(line.substr(10));
+    }
+    REQUIRE_FALSE(expected.empty());
+    Diagnostics out;
+    CHECK_FALSE(load_graph(entry.path(), out).has_value());
+    std::multiset<std::string> got;
+    for (const Diagnostic& d : out) got.insert(std::to_string(d.where.line) + ":" + std::to_string(d.where.column) + " " +
+                                               std::string(to_string(d.code)));
+    INFO(render(out));
+    CHECK(got == expected);
+  }
+  CHECK(files == 3);
+}
+
+// Messages that contradicted themselves (tests/data/hostile/messages).
+TEST_CASE("schema, provider and with_catalogs messages say what was written and suggest only valid values") {
+  const fs::path dir = capsule::testing::test_data() / "hostile" / "messages";
+  const auto rendered = [](const Diagnostics& out) { return render(out); };
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_catalog(dir / "schema-float.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, ":1:10: error[unsupported-schema]: `schema` must be the integer 1, got the float 1.0"));
+    CHECK_FALSE(capsule::testing::has(text, "unsupported schema 1;"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "provider-sometimes.profile.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, "got \"sometimes\""));
+    // The old hint suggested { prefer = "sometimes" }, itself invalid.
+    CHECK_FALSE(capsule::testing::has(text, "prefer = \"sometimes\""));
+    CHECK(capsule::testing::has(text, "{ prefer = \"reference\" }"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "provider-near.profile.toml", LoadOptions{}, out));
+    CHECK(capsule::testing::has(rendered(out), "help: write \"auto\", { prefer = \"reference\" } or { only = \"reference\" }"));
+  }
+  {
+    Diagnostics out;
+    CHECK_FALSE(load_profile(dir / "twice.profile.toml", LoadOptions{}, out));
+    const std::string text = rendered(out);
+    INFO(text);
+    CHECK(capsule::testing::has(text, ":5:57: error[invalid-value]: `with_catalogs` lists the same catalog "));
+    CHECK(capsule::testing::has(text, "twice: entry 1 (`../../../../catalogs/reference.toml`) and entry 2 "));
+    CHECK(capsule::testing::has(text, "note: entry 1 is at "));
+    CHECK_FALSE(capsule::testing::has(text, "duplicate"));
+  }
+}
+
+TEST_CASE("not-applicable evidence backs only a vjp-unavailable claim") {
+  Diagnostics out;
+  const fs::path file = capsule::testing::test_data() / "hostile" / "catalogs" / "not-applicable-value.toml";
+  CHECK_FALSE(load_catalog(file, LoadOptions{}, out));
+  const std::string text = render(out);
+  INFO(text);
+  CHECK(capsule::testing::has(text, ":19:60: error[invalid-value]: capsule `inline.relu` value contract rests its "
+                                    "value-refinement claim on `not-applicable` evidence"));
+  CHECK(out.size() == 1);
+  // The shipped forward-only capsules (vjp-unavailable on not-applicable) still load.
+  CHECK(capsule::testing::shipped().diagnostics.empty());
+}
+
+// The graph loader's arity table and the reference kernels must agree: each kernel refuses one
+// input too many and one too few with its input-count check (a second, conflicting source of
+// arity would show here).
+TEST_CASE("reference kernels refuse exactly the input counts op_arity refuses") {
+  const auto tensor = Tensor::from_values({2, 2}, DType::F32, {1.0, 2.0, 3.0, 4.0});
+  REQUIRE(tensor);
+  for (const auto& [op, name] : VocabTable<Op>::entries) {
+    const OpArity arity = op_arity(op);
+    if (!arity.known || !capsule::testing::reference_handlers().find(op, Provider::Reference, Device::Cpu)) continue;
+    CAPTURE(name);
+    const HandlerSpec& handler = capsule::testing::reference_handler(op);
+    const auto refuses = [&](std::size_t count) {
+      const std::vector<Tensor> inputs(count, *tensor);
+      const auto result = handler.forward(inputs, OpAttrs{});
+      return !result && capsule::testing::has(result.error().message, str(": got ", count, " inputs; expected"));
+    };
+    if (arity.max != std::numeric_limits<std::size_t>::max()) CHECK(refuses(arity.max + 1));
+    if (arity.min > 0) CHECK(refuses(arity.min - 1));
   }
 }

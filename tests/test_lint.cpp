@@ -7,11 +7,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <fstream>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "capsule/diag_format.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/text.hpp"
 #include "json_check.hpp"
+#include "capsule/source_tree.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -47,6 +55,80 @@ void misspell_reference_suite(const ScratchTree& tree) {
   tree.replace("catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "reference.valeus" })");
 }
 
+
+/// A source root laid out as tests/data/hostile/lint-symlinks/leak.toml describes: links to a
+/// file and a directory outside it, to .git/config and to /proc/self/environ, a FIFO, and one
+/// plain file. Every secret lies in a file lint must not read.
+struct HostileRoot {
+  ScratchTree tree{"lint-symlinks"};
+  std::filesystem::path outside = tree.root().parent_path() / str("capsule-test-lint-outside-", ::getpid());
+
+  enum class Kind { Plain, Git, BrokenGit };
+
+  explicit HostileRoot(Kind kind) {
+    const bool git = kind == Kind::Git;
+    namespace fs = std::filesystem;
+    for (const fs::path& dir : {tree.catalogs(), tree.profiles()}) fs::remove_all(dir);
+    fs::create_directories(tree.catalogs());
+    fs::create_directories(tree.profiles());
+    fs::copy_file(testing::test_data() / "hostile" / "lint-symlinks" / "leak.toml", tree.catalogs() / "leak.toml");
+    fs::remove_all(outside);
+    fs::create_directories(outside / "dir");
+    std::ofstream(outside / "secret.cpp") << "secret_outside_token_abc\n";
+    std::ofstream(outside / "dir" / "inner.cpp") << "secret_dir_token_abc\n";
+    tree.write("tracked.cpp", "int tracked_symbol = 0;\n");
+    tree.write("untracked.cpp", "int untracked_symbol = 0;\n");
+    if (git) {
+      REQUIRE(std::system(str("git init -q '", tree.root().string(), "'").c_str()) == 0);
+      REQUIRE(std::system(str("git -C '", tree.root().string(), "' config capsule.token secret_git_token_abc").c_str()) == 0);
+      fs::create_symlink(".git/config", tree.root() / "gitlink.cpp");
+    } else {
+      // Outside a work tree, a nested repository's git directory holds the token.
+      fs::create_directories(tree.root() / "vendor" / ".git");
+      std::ofstream(tree.root() / "vendor" / ".git" / "config") << "secret_git_token_abc\n";
+      fs::create_symlink("vendor/.git/config", tree.root() / "gitlink.cpp");
+      fs::copy_file(tree.root() / "vendor" / ".git" / "config", tree.root() / "vendor-git-config");
+    }
+    // A `.git` that git cannot read: lint must refuse the tree, not fall back to reading it all.
+    if (kind == Kind::BrokenGit) std::ofstream(tree.root() / ".git") << "gitdir: /nonexistent\n";
+    fs::create_symlink(outside / "secret.cpp", tree.root() / "outside-link.cpp");
+    fs::create_directory_symlink(outside / "dir", tree.root() / "linkdir");
+    fs::create_symlink("/proc/self/environ", tree.root() / "environ.cpp");
+    REQUIRE(::mkfifo((tree.root() / "fifo.cpp").c_str(), 0600) == 0);
+    if (git) {
+      // Links and the FIFO's name are tracked too: tracking is not what keeps them out.
+      REQUIRE(std::system(str("git -C '", tree.root().string(),
+                              "' add tracked.cpp outside-link.cpp gitlink.cpp environ.cpp linkdir").c_str()) == 0);
+    }
+  }
+  ~HostileRoot() {
+    std::error_code ignored;
+    std::filesystem::remove_all(outside, ignored);
+  }
+};
+
+/// Every output lint can give for the hostile root: the CLI in every format, and the engine
+/// with the openat2 path and with the O_NOFOLLOW walk.
+std::string every_lint_output(const HostileRoot& hostile, std::size_t expected_findings) {
+  std::string all;
+  for (const char* format : {"text", "json", "sarif", "github"}) {
+    const CliRun run = lint_in(hostile.tree, {"--format", format, "--source-root", hostile.tree.root().string()});
+    CHECK(run.status != 0);
+    all += run.out + run.err;
+  }
+  const Workspace workspace = hostile.tree.load();
+  for (const bool openat2 : {true, false}) {
+    EvidenceCheckInputs inputs;
+    inputs.source_root = hostile.tree.root();
+    inputs.use_openat2 = openat2;
+    const Diagnostics found = check_evidence(workspace, inputs);
+    all += render(found);
+    CHECK(static_cast<std::size_t>(std::count_if(found.begin(), found.end(), [](const Diagnostic& d) {
+            return d.code == DiagCode::MissingProvenanceFile;
+          })) == expected_findings);
+  }
+  return all;
+}
 }  // namespace
 
 TEST_SUITE("lint") {
@@ -224,8 +306,216 @@ contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite
     INFO(run.out);
     CHECK(run.status == 1);
     CHECK(count(run.out, "error[missing-provenance-file]") == 2);
-    CHECK(has(run.out, "is absolute or leaves the source root"));
+    CHECK(has(run.out, "is absolute, leaves the source root"));
     CHECK_FALSE(has(run.out, "missing-provenance-symbol"));
+  }
+
+
+  TEST_CASE("provenance never follows links out of the root, never reads .git, and never echoes what it reads") {
+    using Kind = HostileRoot::Kind;
+    for (const Kind kind : {Kind::Plain, Kind::Git, Kind::BrokenGit}) {
+      const bool git = kind == Kind::Git;
+      CAPTURE(static_cast<int>(kind));
+      ::setenv("CAPSULE_LINT_PROBE", "secret_env_token_abc", 1);
+      const HostileRoot hostile(kind);
+      // Six hostile paths, plus the untracked file under git; nothing at all when git refuses.
+      const std::string all = every_lint_output(hostile, kind == Kind::BrokenGit ? 0 : git ? 7 : 6);
+      INFO(all);
+      for (const char* secret : {"secret_outside_token_abc", "secret_dir_token_abc", "secret_git_token_abc",
+                                 "secret_env_token_abc", "secret_fifo_token_abc"}) {
+        CHECK_FALSE(has(all, secret));
+      }
+      CHECK_FALSE(has(all, "provenance names symbol `secret_"));
+      ::unsetenv("CAPSULE_LINT_PROBE");
+      if (kind == Kind::BrokenGit) {
+        CHECK(has(all, "error[io-error]: cannot check provenance under source root"));
+        CHECK(has(all, "git refused to list its tracked files"));
+        continue;
+      }
+      // Each hostile path is reported as a file lint will not read, never as a missing symbol.
+      CHECK(has(all, "a symbolic link is on the path, and lint never follows links"));
+      CHECK(has(all, "`.git/config` is absolute, leaves the source root"));
+      CHECK(has(all, "looked for " + (hostile.tree.root() / "fifo.cpp").string()));
+      // The one plain file is read, and its parsed symbols may be suggested.
+      CHECK(has(all, "help: did you mean `tracked_symbol`?"));
+      // Untracked files are outside the revision: read only when the root is not a git work tree.
+      CHECK(has(all, "names `untracked.cpp`, which is not a file under the source root") == git);
+      CHECK(has(all, "lint reads only files git tracks") == git);
+    }
+  }
+
+  TEST_CASE("the O_NOFOLLOW walk refuses what openat2 refuses") {
+    const HostileRoot hostile(HostileRoot::Kind::Plain);
+    const int root = ::open(hostile.tree.root().c_str(), O_RDONLY | O_DIRECTORY);
+    REQUIRE(root >= 0);
+    for (const bool openat2 : {true, false}) {
+      CAPTURE(openat2);
+      for (const char* refused : {"outside-link.cpp", "linkdir/inner.cpp", "gitlink.cpp", "environ.cpp", "../x",
+                                  "/etc/hostname"}) {
+        CAPTURE(refused);
+        const int fd = detail::open_beneath(root, refused, O_RDONLY, openat2);
+        CHECK(fd < 0);
+        if (fd >= 0) ::close(fd);
+      }
+      const int fd = detail::open_beneath(root, "tracked.cpp", O_RDONLY, openat2);
+      CHECK(fd >= 0);
+      if (fd >= 0) ::close(fd);
+    }
+    ::close(root);
+    CHECK_FALSE(detail::SourceTree::eligible_path(".git/config"));
+    CHECK_FALSE(detail::SourceTree::eligible_path("a/.GIT/config"));
+    CHECK_FALSE(detail::SourceTree::eligible_path("a/../../b"));
+    CHECK(detail::SourceTree::eligible_path("a/./b/../c.cpp") == std::optional<std::string>("a/c.cpp"));
+  }
+
+  TEST_CASE("a provenance file larger than the read bound is reported, not read") {
+    ScratchTree tree("lint-provenance-large");
+    tree.write("big.cpp", std::string(detail::kMaxProvenanceBytes + 1, 'a'));
+    detail::SourceTree source(tree.root());
+    REQUIRE(source.problem().empty());
+    CHECK(source.read("big.cpp").status == detail::SourceRead::Status::TooLarge);
+    tree.write("small.cpp", "x");
+    CHECK(source.read("small.cpp").status == detail::SourceRead::Status::Read);
+  }
+
+
+  TEST_CASE("lint that checked nothing fails: empty or unrelated catalog directories, a missing source root") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-nothing");
+    fs::create_directories(tree.root() / "empty");
+    fs::create_directories(tree.root() / "src");
+    tree.write("src/main.cpp", "int main() {}\n");
+    for (const char* dir : {"empty", "src"}) {
+      CAPTURE(dir);
+      const CliRun run = testing::run_cli({"lint", "--catalogs", (tree.root() / dir).string(), "--profiles",
+                                           (tree.root() / "empty").string()});
+      CHECK(run.status == 2);
+      CHECK(has(run.out, "error[nothing-to-lint]: no catalog files (`*.toml`) in this directory"));
+      CHECK(has(run.out, "lint: 0 modules"));
+    }
+    const CliRun rootless = lint_in(tree, {"--source-root", (tree.root() / "nonexistent").string()});
+    CHECK(rootless.status == 2);
+    CHECK(has(rootless.out, "error[nothing-to-lint]: --source-root `"));
+    CHECK(has(rootless.out, "` is not a directory, so no provenance could be checked"));
+    // An empty profile directory beside real catalogs still lints (catalogs come first).
+    fs::remove_all(tree.profiles());
+    fs::create_directories(tree.profiles());
+    CHECK(lint_in(tree).status == 0);
+  }
+
+  TEST_CASE("sarif and github name files relative to the repository when catalogs are not at its top") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-monorepo");
+    fs::create_directories(tree.root() / "ml");
+    fs::rename(tree.catalogs(), tree.root() / "ml" / "catalogs");
+    fs::rename(tree.profiles(), tree.root() / "ml" / "profiles");
+    const fs::path ml = tree.root() / "ml";
+    tree.replace("ml/catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "reference.valeus" })");
+    REQUIRE(std::system(str("git init -q '", tree.root().string(), "' && git -C '", tree.root().string(),
+                            "' add ml").c_str()) == 0);
+    const std::vector<std::string> args{"lint", "--catalogs", (ml / "catalogs").string(), "--profiles",
+                                        (ml / "profiles").string()};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> all = args;
+      all.insert(all.end(), extra.begin(), extra.end());
+      return testing::run_cli(all);
+    };
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{}, std::vector<std::string>{"--source-root", ml.string()}}) {
+      const CliRun github = with({"--format", "github"});
+      CHECK(github.status == 1);
+      CHECK(has(github.out, "::error file=ml/catalogs/reference.toml,line=19,"));
+      CHECK_FALSE(has(github.out, "file=catalogs/"));
+      std::vector<std::string> sarif_args{"--format", "sarif"};
+      sarif_args.insert(sarif_args.end(), extra.begin(), extra.end());
+      const CliRun sarif = with(sarif_args);
+      CHECK(has(sarif.out, R"("artifactLocation":{"uri":"ml/catalogs/reference.toml","uriBaseId":"PROJECTROOT"})"));
+    }
+  }
+
+
+  TEST_CASE("profiles that can plan nothing are unplannable unless marked plans_nothing, and marked ones must plan nothing") {
+    ScratchTree tree("lint-unplannable");
+    const std::filesystem::path hostile = testing::test_data() / "hostile" / "profiles";
+    for (const char* name : {"only-undeclared", "prefer-undeclared", "empty-evidence", "empty-trust"}) {
+      std::filesystem::copy_file(hostile / str(name, ".toml"), tree.profiles() / str(name, ".toml"));
+    }
+    tree.replace("profiles/future_tpu.toml", "plans_nothing = true\n", "");
+    tree.replace("profiles/checked_cpu.toml", "device = \"cpu\"\n", "device = \"cpu\"\nplans_nothing = true\n");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "error[unplannable-profile]: profile `only-undeclared` plans only with provider `libtorch`, "
+                       "which its own availability does not declare; every plan will fail"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `prefer-undeclared` prefers provider `native-cuda`, "
+                       "which its own availability does not declare; the preference can never apply"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `empty-evidence` admits no evidence kind"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `empty-trust` admits no trust level"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `future_tpu` plans no op"));
+    CHECK(has(run.out, "help: admit the capsules it should plan, or mark a placeholder profile `plans_nothing = true`"));
+    CHECK(has(run.out, "error[unplannable-profile]: profile `checked_cpu` is marked `plans_nothing = true` but plans "));
+    // The other placeholders are marked and plan nothing: no finding.
+    CHECK_FALSE(has(run.out, "profile `future_rocm`"));
+    // The shipped tree, with every future_* profile marked, is clean of this rule.
+    CHECK_FALSE(has(lint_shipped().out, "unplannable-profile"));
+  }
+
+  TEST_CASE("capsule = [] fails like a missing capsule, and a profile naming a module that failed to load says so") {
+    ScratchTree tree("lint-failed-module");
+    std::filesystem::copy_file(testing::test_data() / "hostile" / "catalogs" / "empty-capsules.catalog.toml",
+                               tree.catalogs() / "empty.toml");
+    tree.replace("catalogs/reference.toml", "schema = 1", "schema = 2");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    const std::string empty = (tree.catalogs() / "empty.toml").string();
+    CHECK(has(run.out, empty + ":4:11: error[missing-field]: catalog declares no capsules (`capsule = []`)"));
+    CHECK(has(run.out, "error[unknown-module]: profile `checked_cpu` names capsule module `reference`, whose catalog "
+                       "failed to load"));
+    CHECK(has(run.out, "note: the catalog's first error is at " + (tree.catalogs() / "reference.toml").string() + ":"));
+    CHECK_FALSE(has(run.out, "names unknown capsule module `reference`"));
+  }
+
+
+  TEST_CASE("a checked label resting on a trusted boundary is a lint error and shows in plans by evidence") {
+    namespace fs = std::filesystem;
+    ScratchTree tree("lint-relabelled");
+    const fs::path data = testing::test_data() / "hostile" / "boundary";
+    fs::copy_file(data / "relabelled.toml", tree.catalogs() / "relabelled.toml");
+    fs::copy_file(data / "admits-boundary.profile.toml", tree.profiles() / "admits-boundary.toml");
+    const CliRun lint = lint_in(tree);
+    INFO(lint.out);
+    CHECK(lint.status == 1);
+    CHECK(has(lint.out, (tree.catalogs() / "relabelled.toml").string() + ":20:60: error[checked-on-trusted-boundary]"));
+    CHECK(has(lint.out, "error[checked-on-trusted-boundary]: capsule `relabelled.relu` is labelled `checked` but its "
+                        "value obligation rests on trusted-boundary evidence"));
+    CHECK(count(lint.out, "checked-on-trusted-boundary") == 1);
+    // The inline head's guards and suites are not this build's: allow those to isolate the rule.
+    CHECK(lint_in(tree, {"--allow", "unknown-runtime-guard,unknown-test-suite"}).status == 1);
+    CHECK(lint_in(tree, {"--allow", "unknown-runtime-guard,unknown-test-suite,checked-on-trusted-boundary"}).status == 0);
+
+    const std::vector<std::string> plan{"plan", "--profile", "admits_boundary", "--ops", "relu", "--catalogs",
+                                        tree.catalogs().string(), "--profiles", tree.profiles().string()};
+    std::vector<std::string> args = plan;
+    const CliRun text = testing::run_cli(args);
+    INFO(text.out, text.err);
+    CHECK(text.status == 0);
+    // TorchLean's line reads the label and stays as it is; the new line reads the evidence.
+    CHECK(has(text.out, "\ntrusted external boundary: none\ntrusted boundaries by evidence: relu (value)\n"));
+    args.insert(args.end(), {"--format", "json"});
+    CHECK(has(testing::run_cli(args).out, R"("trusted_boundary_evidence":[{"op":"relu","obligations":["value"]}])"));
+    args = plan;
+    args.insert(args.end(), {"--format", "markdown"});
+    CHECK(has(testing::run_cli(args).out, "**Trusted boundaries by evidence:** `relu` (value)"));
+
+    tree.write("one.graph.toml", "schema = 1\nname = \"one\"\n[[node]]\nid = 0\nkind = \"input\"\n"
+                                 "[[node]]\nid = 1\nkind = \"relu\"\ninputs = [0]\n");
+    const CliRun dot = testing::run_cli({"plan", "--profile", "admits_boundary", "--graph",
+                                         (tree.root() / "one.graph.toml").string(), "--format", "dot", "--catalogs",
+                                         tree.catalogs().string(), "--profiles", tree.profiles().string()});
+    INFO(dot.out, dot.err);
+    CHECK(has(dot.out, "relabelled.relu\\nreference / checked\\ntrusted boundary evidence: value\""));
+    CHECK(has(dot.out, "style=\"rounded,filled,dashed\""));
   }
 
   TEST_CASE("compiled handlers no loaded capsule mentions are one warning per provider and device") {

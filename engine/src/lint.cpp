@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <tuple>
 
+#include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
+#include "capsule/source_tree.hpp"
 
 namespace capsule {
 namespace {
@@ -18,6 +21,8 @@ namespace fs = std::filesystem;
 
 /// Long lists in notes stop after this many names; the count says how many more there are.
 constexpr std::size_t kListedNames = 8;
+/// A "did you mean" names a parsed identifier of at most this many characters.
+constexpr std::size_t kMaxSuggestedSymbol = 128;
 
 std::string quoted_list(const std::vector<std::string>& names, std::size_t limit = kListedNames) {
   std::vector<std::string> shown;
@@ -54,6 +59,7 @@ bool occurs_as_word(std::string_view text, std::string_view symbol) {
 /// A provenance file, read once however many contracts name it.
 struct ScannedFile {
   bool readable = false;
+  detail::SourceRead::Status status = detail::SourceRead::Status::Missing;
   std::string text;
   std::vector<std::string> identifiers;  ///< filled on first use, for "did you mean"
   bool identifiers_ready = false;
@@ -84,6 +90,7 @@ class EvidenceChecker {
   void module(const CapsuleModule& module) {
     Unhandled unhandled;
     for (const Capsule& capsule : module.capsules) {
+      checked_label(capsule);
       const LintHandler* handler = find_handler(capsule);
       for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
         const Evidence& evidence = capsule.contracts[i].evidence;
@@ -182,6 +189,22 @@ class EvidenceChecker {
     return true;
   }
 
+  /// A `checked` label on a capsule that rests an obligation on a trusted boundary: plans and
+  /// gates reading the label would not show the boundary (diff already ranks this as weakened).
+  void checked_label(const Capsule& capsule) {
+    if (capsule.trust != Trust::Checked) return;
+    for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+      if (capsule.contracts[i].evidence.kind != EvidenceKind::TrustedBoundary) continue;
+      const SourceLoc where = site(capsule, capsule.sites[i].evidence);
+      if (!first_report(DiagCode::CheckedOnTrustedBoundary, where, "", capsule)) continue;
+      add(DiagCode::CheckedOnTrustedBoundary, where,
+          str("capsule `", capsule.name, "` is labelled `checked` but its ", obligation_name(i),
+              " obligation rests on trusted-boundary evidence"),
+          {"plans report it under \"trusted boundaries by evidence\", not under the trusted external boundary"},
+          "label it `trust = \"trusted-external\"`, or back the obligation with checked evidence");
+    }
+  }
+
   void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {
     const Evidence& evidence = capsule.contracts[index].evidence;
     if (std::find(handler.guards.begin(), handler.guards.end(), evidence.name) != handler.guards.end()) return;
@@ -213,22 +236,44 @@ class EvidenceChecker {
         nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
   }
 
-  ScannedFile& scan(const fs::path& file) {
-    const std::string key = file.string();
+  /// The tree provenance paths of `module` are relative to, opened once per root; nullptr (after
+  /// one io-error) when it cannot be read.
+  const detail::SourceTree* tree_for(const CapsuleModule& module, fs::path& root) {
+    if (inputs_.source_root) {
+      root = *inputs_.source_root;
+    } else if (!module.source.path.empty()) {
+      root = fs::path(module.source.path).lexically_normal().parent_path().parent_path();
+    } else {
+      return nullptr;  // a module built in code has no files to be relative to
+    }
+    if (root.empty()) root = ".";
+    const std::string key = root.string();
+    auto found = trees_.find(key);
+    if (found == trees_.end()) {
+      found = trees_.emplace(key, std::make_unique<detail::SourceTree>(root, inputs_.use_openat2)).first;
+      if (!found->second->problem().empty()) {
+        add(DiagCode::IoError, SourceLoc{key, 0, 0},
+            str("cannot check provenance under source root ", key, ": ", found->second->problem()),
+            {}, "pass --source-root DIR naming the project's top directory");
+      }
+    }
+    return found->second->problem().empty() ? found->second.get() : nullptr;
+  }
+
+  ScannedFile& scan(const detail::SourceTree& tree, const fs::path& root, const std::string& relative) {
+    const std::string key = str(root.string(), "\n", relative);
     auto found = files_.find(key);
     if (found != files_.end()) return found->second;
     ScannedFile scanned;
-    std::error_code error;
-    if (fs::is_regular_file(file, error)) {
-      std::ifstream in(file, std::ios::binary);
-      scanned.readable = in.is_open();
-      std::ostringstream buffer;
-      buffer << in.rdbuf();
-      scanned.text = buffer.str();
-    }
+    detail::SourceRead read = tree.read(relative);
+    scanned.status = read.status;
+    scanned.readable = read.status == detail::SourceRead::Status::Read;
+    scanned.text = std::move(read.text);
     return files_.emplace(key, std::move(scanned)).first->second;
   }
 
+  /// Identifier-like tokens of a file, for "did you mean": a hint may only ever print a parsed
+  /// symbol name, never raw contents, and never an absurdly long token.
   static const std::vector<std::string>& identifiers(ScannedFile& file) {
     if (!file.identifiers_ready) {
       std::set<std::string> unique;
@@ -240,7 +285,7 @@ class EvidenceChecker {
         }
         std::size_t end = i;
         while (end < text.size() && identifier_char(text[end])) ++end;
-        unique.insert(text.substr(i, end - i));
+        if (end - i <= kMaxSuggestedSymbol) unique.insert(text.substr(i, end - i));
         i = end;
       }
       file.identifiers.assign(unique.begin(), unique.end());
@@ -250,15 +295,12 @@ class EvidenceChecker {
   }
 
   void provenance(const CapsuleModule& module, const Capsule& capsule) {
+    bool any = false;
+    for (const ContractDescriptor& contract : capsule.contracts) any = any || !contract.provenance.empty();
+    if (!any) return;
     fs::path root;
-    if (inputs_.source_root) {
-      root = *inputs_.source_root;
-    } else if (!module.source.path.empty()) {
-      root = fs::path(module.source.path).lexically_normal().parent_path().parent_path();
-    } else {
-      return;  // a module built in code has no files to be relative to
-    }
-    if (root.empty()) root = ".";
+    const detail::SourceTree* tree = tree_for(module, root);
+    if (tree == nullptr) return;
     for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
       const std::vector<Provenance>& entries = capsule.contracts[i].provenance;
       const std::vector<ContractSites::ProvenanceSite>& sites = capsule.sites[i].provenance;
@@ -266,61 +308,61 @@ class EvidenceChecker {
         const Provenance& entry = entries[j];
         if (entry.path.empty()) continue;  // reported at load
         const ContractSites::ProvenanceSite pos = j < sites.size() ? sites[j] : ContractSites::ProvenanceSite{};
-        // Provenance names code of this project: an absolute path or one climbing out of the
-        // source root is reported as missing and never read.
-        const fs::path relative = fs::path(entry.path).lexically_normal();
-        const bool inside = !relative.is_absolute() && !relative.empty() && *relative.begin() != "..";
-        const fs::path file = (root / relative).lexically_normal();
-        if (!inside) {
-          missing_file(capsule, i, entry, site(capsule, pos.path), root, file, /*outside_root=*/true);
+        // Provenance names code of this project: an absolute path, one climbing out of the
+        // source root or one under .git is reported and never read.
+        const std::optional<std::string> relative = detail::SourceTree::eligible_path(entry.path);
+        if (!relative) {
+          missing_file(capsule, i, entry, site(capsule, pos.path), root, *tree, std::nullopt, {});
           continue;
         }
-        ScannedFile& scanned = scan(file);
+        ScannedFile& scanned = scan(*tree, root, *relative);
         if (!scanned.readable) {
-          missing_file(capsule, i, entry, site(capsule, pos.path), root, file);
+          missing_file(capsule, i, entry, site(capsule, pos.path), root, *tree, relative, scanned.status);
           continue;
         }
         if (entry.symbol.empty() || occurs_as_word(scanned.text, entry.symbol)) continue;
         const SourceLoc where = site(capsule, pos.symbol);
-        if (!first_report(DiagCode::MissingProvenanceSymbol, where, str(file.string(), "\n", entry.symbol), capsule)) {
+        const std::string file = (root / *relative).string();
+        if (!first_report(DiagCode::MissingProvenanceSymbol, where, str(file, "\n", entry.symbol), capsule)) {
           continue;
         }
         const std::vector<std::string>& words = identifiers(scanned);
         const std::string nearest =
-            nearest_name(entry.symbol, std::vector<std::string_view>(words.begin(), words.end()));
+            entry.symbol.size() > kMaxSuggestedSymbol
+                ? std::string()
+                : nearest_name(entry.symbol, std::vector<std::string_view>(words.begin(), words.end()));
         add(DiagCode::MissingProvenanceSymbol, where,
             str("capsule `", capsule.name, "` ", obligation_name(i), " provenance names symbol `", entry.symbol,
                 "`, which does not occur in `", entry.path, "`"),
-            {str("searched ", file.string(), " for the whole word")},
+            {str("searched ", file, " for the whole word")},
             nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
       }
     }
   }
 
+  /// `relative` is unset when the path itself is refused (absolute, climbing out, under .git).
   void missing_file(const Capsule& capsule, std::size_t index, const Provenance& entry, const SourceLoc& where,
-                    const fs::path& root, const fs::path& file, bool outside_root = false) {
-    if (!first_report(DiagCode::MissingProvenanceFile, where, file.string(), capsule)) return;
-    std::vector<std::string> notes{str("looked for ", file.string(), " (paths are relative to the source root ",
-                                       root.string(), ")")};
-    if (outside_root) notes = {str("`", entry.path, "` is absolute or leaves the source root ", root.string())};
+                    const fs::path& root, const detail::SourceTree& tree, const std::optional<std::string>& relative,
+                    detail::SourceRead::Status status) {
+    const std::string file = relative ? (root / *relative).string() : entry.path;
+    if (!first_report(DiagCode::MissingProvenanceFile, where, str(root.string(), "\n", file), capsule)) return;
+    std::vector<std::string> notes;
     std::string help;
-    std::error_code error;
-    const fs::path dir = file.parent_path();
-    if (outside_root) {
+    if (!relative) {
+      notes.push_back(str("`", entry.path, "` is absolute, leaves the source root ", root.string(),
+                          " or lies under .git"));
       help = "name a file inside the project, relative to its top directory";
-    } else if (fs::is_directory(dir, error)) {
-      std::vector<std::string> names;
-      for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-        names.push_back(it->path().filename().string());
-      }
-      std::sort(names.begin(), names.end());
-      const std::string nearest =
-          nearest_name(file.filename().string(), std::vector<std::string_view>(names.begin(), names.end()));
-      if (!nearest.empty()) {
-        help = str("did you mean `", (fs::path(entry.path).parent_path() / nearest).generic_string(), "`?");
-      }
     } else {
-      notes.push_back(str("its directory ", dir.string(), " does not exist either"));
+      notes.push_back(str("looked for ", file, " (paths are relative to the source root ", root.string(), "): ",
+                          detail::describe(status)));
+      notes.push_back(str("lint reads ", tree.rule()));
+      if (status == detail::SourceRead::Status::Missing) {
+        const fs::path wanted(*relative);
+        const std::vector<std::string> names = tree.names_in(wanted.parent_path().generic_string());
+        const std::string nearest = nearest_name(wanted.filename().string(),
+                                                 std::vector<std::string_view>(names.begin(), names.end()));
+        if (!nearest.empty()) help = str("did you mean `", (wanted.parent_path() / nearest).generic_string(), "`?");
+      }
     }
     add(DiagCode::MissingProvenanceFile, where,
         str("capsule `", capsule.name, "` ", obligation_name(index), " provenance names `", entry.path,
@@ -374,6 +416,7 @@ class EvidenceChecker {
   std::vector<std::string_view> suite_names_;
   std::map<std::string, SharedFinding> shared_;
   std::map<std::string, ScannedFile> files_;
+  std::map<std::string, std::unique_ptr<detail::SourceTree>> trees_;
 };
 
 /// The workspace's modules, then modules profiles prepend through `with_catalogs` (each file
@@ -436,6 +479,34 @@ Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const fs::path& f
   return manifest;
 }
 
+Diagnostics check_profile_intent(const Workspace& workspace) {
+  Diagnostics out;
+  const LintRule* rule = find_lint_rule(DiagCode::UnplannableProfile);
+  for (const ProfilePtr& profile : workspace.profiles) {
+    auto resolved = resolve_profile(workspace, profile);
+    if (!resolved) continue;  // its modules are reported by the loader
+    std::vector<std::string> planned;
+    for (const auto& entry : VocabTable<Op>::entries) {
+      if (resolved->planner.chosen(entry.first) != nullptr) planned.emplace_back(entry.second);
+    }
+    if (planned.empty() && !profile->plans_nothing) {
+      out.push_back(Diagnostic{rule->severity, DiagCode::UnplannableProfile, profile->where,
+                               str("profile `", profile->name, "` plans no op: no capsule of its modules is admitted by "
+                                   "its availability, provider and assurance"),
+                               {},
+                               "admit the capsules it should plan, or mark a placeholder profile "
+                               "`plans_nothing = true`"});
+    } else if (!planned.empty() && profile->plans_nothing) {
+      out.push_back(Diagnostic{rule->severity, DiagCode::UnplannableProfile, profile->where,
+                               str("profile `", profile->name, "` is marked `plans_nothing = true` but plans ",
+                                   planned.size(), " op", planned.size() == 1 ? "" : "s"),
+                               {str("it plans ", quoted_list(planned))},
+                               "remove `plans_nothing`, or narrow the profile so it plans nothing"});
+    }
+  }
+  return out;
+}
+
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs) {
   Diagnostics out;
   if (!inputs.suites) {
@@ -450,7 +521,69 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
   for (const CapsuleModule* module : modules) checker.module(*module);
   checker.unlisted_handlers(modules);
   checker.finish();
+  Diagnostics intent = check_profile_intent(workspace);
+  out.insert(out.end(), intent.begin(), intent.end());
   return out;
+}
+
+namespace {
+
+/// Loadable files of one kind in `dir` (catalogs and profiles are `*.toml`, graphs excluded), as
+/// the workspace loader counts them.
+std::size_t toml_entries(const fs::path& dir) {
+  std::size_t count = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (it->path().extension() == ".toml" && !name.ends_with(".graph.toml")) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope) {
+  Diagnostics out;
+  const auto nothing = [&](const fs::path& where, std::string message, std::string help) {
+    out.push_back(Diagnostic{Severity::Error, DiagCode::NothingToLint, SourceLoc{where.string(), 0, 0},
+                             std::move(message), {}, std::move(help)});
+  };
+  std::error_code error;
+  // Catalog directories only: a tree may have no profiles yet, and lint still checks its
+  // catalogs; a catalog directory without catalogs checked nothing.
+  for (const fs::path& dir : scope.catalog_dirs) {
+    // A directory that cannot be read is already an io-error from the loader.
+    if (fs::is_directory(dir, error) && toml_entries(dir) == 0) {
+      nothing(dir, "no catalog files (`*.toml`) in this directory, so lint checked nothing there",
+              "point --catalogs at the directory that holds the catalog files");
+    }
+  }
+  if (scope.catalog_dirs.empty()) {
+    nothing({}, "no catalog directory was given, so lint checked nothing", "pass --catalogs DIR");
+  } else if (workspace.modules.empty() && !has_errors(workspace.diagnostics) && out.empty()) {
+    nothing(scope.catalog_dirs.front(), "no catalog loaded, so lint checked nothing", "pass --catalogs DIR");
+  }
+  if (scope.source_root && !fs::is_directory(*scope.source_root, error)) {
+    nothing(*scope.source_root,
+            str("--source-root `", scope.source_root->string(), "` is not a directory, so no provenance could be checked"),
+            "name the project's top directory");
+  }
+  return out;
+}
+
+fs::path annotation_root(const LintScope& scope) {
+  if (!scope.catalog_dirs.empty()) {
+    std::error_code error;
+    if (fs::is_directory(scope.catalog_dirs.front(), error)) {
+      if (auto top = detail::git_work_tree_top(scope.catalog_dirs.front())) return *top;
+    }
+  }
+  if (scope.source_root) return *scope.source_root;
+  if (scope.catalog_dirs.empty()) return {};
+  std::error_code error;
+  fs::path dir = fs::absolute(scope.catalog_dirs.front(), error).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
+  return dir.parent_path();
 }
 
 Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overrides) {

@@ -386,6 +386,19 @@ struct Finisher {
                       {}, {"alignment rule: SPEC §4 / TorchLean contractsAligned (§3.1)"});
         ok = false;
       }
+      // "Not applicable" is evidence only that there is nothing to prove: a forward-only capsule's
+      // vjp-unavailable claim (TorchLean). Backing any other claim with it would pass a value,
+      // shape, layout or VJP claim on no evidence at all.
+      if (descriptor.evidence.kind == EvidenceKind::NotApplicable &&
+          descriptor.claim.kind != ClaimKind::VjpUnavailable) {
+        const FilePos at = partial.sites.evidence;
+        context.error(DiagCode::InvalidValue,
+                      at.line != 0 ? SourceLoc{partial.where.file, at.line, at.column} : partial.where,
+                      str("capsule `", capsule.name, "` ", to_string(obligation), " contract rests its ",
+                          to_string(descriptor.claim.kind), " claim on `not-applicable` evidence"),
+                      "not-applicable backs only a vjp-unavailable claim; name the evidence that checks this claim");
+        ok = false;
+      }
       if (descriptor.evidence.kind == EvidenceKind::TrustedBoundary) {
         check_expiry(descriptor.evidence.expires, partial.expires_where,
                      str("trusted boundary of `", capsule.name, "` ", to_string(obligation)));
@@ -420,6 +433,11 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
   if (const toml::table* table = top.table("defaults")) defaults = parse_partial(context, *table, "[defaults]", true);
 
   const toml::array* capsules = top.array("capsule");
+  if (capsules != nullptr && capsules->empty()) {
+    // `capsule = []` declares a module of nothing, as a missing `capsule` does: same error.
+    context.error(DiagCode::MissingField, context.at(*capsules),
+                  "catalog declares no capsules (`capsule = []`); expected at least one [[capsule]] table");
+  }
   if (capsules == nullptr && top.node("capsule") == nullptr) {
     top.missing("capsule", "at least one [[capsule]] table");
   }

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "capsule/load.hpp"
+#include "capsule/op_arity.hpp"
 #include "toml_reader.hpp"
 
 namespace capsule {
@@ -30,6 +31,62 @@ std::vector<std::string_view> all_kind_names() {
   for (const IrAlias& alias : kIrAliases) names.push_back(alias.kind);
   for (const auto& entry : VocabTable<Op>::entries) names.push_back(entry.second);
   return names;
+}
+
+/// "exactly 2", "2 or 3", "at least 1", "none".
+std::string expected_count(OpArity arity) {
+  if (arity.max == 0) return "none";
+  if (arity.min == arity.max) return str("exactly ", arity.min);
+  if (arity.max == std::numeric_limits<std::size_t>::max()) return str("at least ", arity.min);
+  if (arity.max == arity.min + 1) return str(arity.min, " or ", arity.max);
+  return str(arity.min, " to ", arity.max);
+}
+
+/// The inputs a node of `kind` takes: none for `input` and `const`, one for `detach`, the op's
+/// convention otherwise (op_arity, the one table).
+OpArity node_arity(std::string_view kind, const std::optional<Op>& op) {
+  if (op) return op_arity(*op);
+  if (kind == "detach") return {1, 1};
+  return {0, 0};  // input, const
+}
+
+/// Checks a `shape` payload: an array of non-negative integers (a reshape target may hold one
+/// -1), whose element count fits in 63 bits. A float, NaN or negative dimension, or an overflow,
+/// is one invalid-graph diagnostic at the offending value.
+void check_shape(detail::FileContext& context, const toml::node& value, std::uint32_t node_id, bool reshape) {
+  const auto* dims = value.as_array();
+  if (dims == nullptr) {
+    context.error(DiagCode::InvalidGraph, context.at(value),
+                  str("node ", node_id, " `shape` must be an array of non-negative integers, got ",
+                      detail::render_for_message(value)));
+    return;
+  }
+  std::int64_t elements = 1;
+  bool overflow = false;
+  std::size_t inferred = 0;
+  for (const toml::node& dim : *dims) {
+    const auto* number = dim.as_integer();
+    if (number == nullptr) {
+      context.error(DiagCode::InvalidGraph, context.at(dim),
+                    str("node ", node_id, " shape dimension ", detail::render_for_message(dim),
+                        " is not an integer (expected a non-negative integer)"));
+      continue;
+    }
+    const std::int64_t n = number->get();
+    if (reshape && n == -1 && ++inferred == 1) continue;
+    if (n < 0) {
+      context.error(DiagCode::InvalidGraph, context.at(dim),
+                    str("node ", node_id, " shape dimension ", n, " is negative (expected a non-negative integer",
+                        reshape ? ", or one -1 to infer" : "", ")"));
+      continue;
+    }
+    if (!overflow && __builtin_mul_overflow(elements, n, &elements)) {
+      overflow = true;
+      context.error(DiagCode::InvalidGraph, context.at(value),
+                    str("node ", node_id, " shape ", detail::render_for_message(value),
+                        " has more elements than a 64-bit count holds"));
+    }
+  }
 }
 
 }  // namespace
@@ -92,6 +149,10 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
   graph.name = top.string("name").value_or("");
   const toml::array* nodes = top.array("node");
   if (nodes == nullptr && top.node("node") == nullptr) top.missing("node", "at least one [[node]] table");
+  if (nodes != nullptr && nodes->empty()) {
+    context.error(DiagCode::InvalidGraph, context.at(*nodes), "graph has no nodes (`node = []`)",
+                  "declare at least one [[node]] table");
+  }
   const std::vector<std::string_view> kinds = all_kind_names();
   if (nodes != nullptr) {
     graph.nodes.reserve(nodes->size());
@@ -114,6 +175,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
       } else {
         node.id = static_cast<std::uint32_t>(id->as_integer()->get());
       }
+      bool kind_known = false;
       const toml::node* kind = table->get("kind");
       if (kind == nullptr || kind->as_string() == nullptr) {
         context.error(kind == nullptr ? DiagCode::MissingField : DiagCode::WrongType,
@@ -123,6 +185,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         node.kind = kind->as_string()->get();
         bool known = false;
         node.op = ir_node_op(node.kind, known);
+        kind_known = known;
         if (!known) {
           const std::string nearest = nearest_name(node.kind, kinds);
           context.error(DiagCode::UnknownSpelling, context.at(*kind),
@@ -130,9 +193,12 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
                         nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
         }
       }
-      if (const toml::node* inputs = table->get("inputs")) {
+      const toml::node* inputs = table->get("inputs");
+      bool inputs_typed = true;
+      if (inputs != nullptr) {
         const auto* list = inputs->as_array();
         if (list == nullptr) {
+          inputs_typed = false;
           context.error(DiagCode::WrongType, context.at(*inputs), "node `inputs` must be an array of node ids");
         } else {
           for (const toml::node& input : *list) {
@@ -145,6 +211,20 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
             }
           }
         }
+      }
+      if (kind_known && inputs_typed) {
+        const OpArity arity = node_arity(node.kind, node.op);
+        const std::size_t count = inputs == nullptr ? 0 : inputs->as_array()->size();
+        if (arity.known && (count < arity.min || count > arity.max)) {
+          context.error(DiagCode::InvalidGraph, inputs != nullptr ? context.at(*inputs) : node.where,
+                        str("node ", node.id, " (`", node.kind, "`) has ", count, " input", count == 1 ? "" : "s",
+                            "; `", node.kind, "` takes ", expected_count(arity)),
+                        node.op ? "the op's calling convention is in capsule/runtime/op_args.hpp"
+                                : "input and const nodes take no inputs; detach takes one");
+        }
+      }
+      if (const toml::node* shape = table->get("shape")) {
+        check_shape(context, *shape, node.id, node.op == Op::Reshape);
       }
       // toml++ keeps keys sorted; payload is printed in file order, so sort by position.
       std::vector<std::pair<const toml::key*, const toml::node*>> extra;

@@ -2,6 +2,8 @@
 // Profile loader (SPEC §5). Defaults follow TorchLean's KernelPolicy (provider auto, assurance
 // checked, vjp torchlean-tape, coalesced lowering); availability is never defaulted, because a
 // profile that forgot to declare its devices would silently plan nothing.
+#include <algorithm>
+
 #include "capsule/load.hpp"
 #include "load_internal.hpp"
 #include "toml_reader.hpp"
@@ -32,9 +34,24 @@ std::optional<EnumSet<E>> parse_set(FileContext& context, Fields& fields, std::s
 std::optional<ProviderPreference> parse_preference(FileContext& context, const toml::node& node) {
   if (const auto* text = node.as_string()) {
     if (text->get() == "auto") return ProviderPreference::automatic();
+    // Suggest only values that are valid for this key: a provider name inside a table, and only
+    // when the string is (or is near) a provider.
+    std::string help;
+    std::string provider;
+    if (parse<Provider>(text->get())) {
+      provider = text->get();
+    } else {
+      std::vector<std::string_view> names;
+      for (const auto& entry : VocabTable<Provider>::entries) names.push_back(entry.second);
+      provider = nearest_name(text->get(), names);
+    }
+    if (!provider.empty()) {
+      help = str("write \"auto\", { prefer = \"", provider, "\" } or { only = \"", provider, "\" }");
+    } else {
+      help = "write \"auto\", or a table naming a provider (SPEC §3): { prefer = \"reference\" } or { only = \"reference\" }";
+    }
     context.error(DiagCode::UnknownSpelling, context.at(node),
-                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_for_message(node)),
-                  "write { prefer = \"" + text->get() + "\" } or { only = \"" + text->get() + "\" }");
+                  str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_for_message(node)), help);
     return std::nullopt;
   }
   const auto* table = node.as_table();
@@ -117,7 +134,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   FileContext context(path, out);
   Fields top(context, *root, "profile",
              {"schema", "name", "summary", "device", "provider", "assurance", "vjp", "lowering", "modules",
-              "availability", "target", "with_catalogs"});
+              "availability", "target", "with_catalogs", "plans_nothing"});
   check_schema(context, top);
 
   Profile profile;
@@ -131,6 +148,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
     top.missing("name", "the name used with --profile");
   }
   profile.summary = top.string("summary").value_or("");
+  profile.plans_nothing = top.boolean("plans_nothing").value_or(false);
   if (auto device = top.vocab<Device>("device")) profile.policy.device = *device;
   else if (top.node("device") == nullptr) top.missing("device", "the device this profile plans for");
   if (const toml::node* provider = top.node("provider")) {
@@ -178,21 +196,67 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   }
 
   if (const toml::array* extra = top.array("with_catalogs")) {
-    for (const toml::node& item : *extra) {
-      if (const auto* file = item.as_string()) profile.with_catalogs.emplace_back(file->get(), context.at(item));
-      else context.error(DiagCode::WrongType, context.at(item),
-                         str("`with_catalogs` entries must be catalog file paths, got ", type_name(item)));
+    struct Listed {
+      std::string normal;
+      std::string written;
+      std::size_t position;  ///< 1-based
+      SourceLoc where;
+    };
+    std::vector<Listed> seen;
+    for (std::size_t i = 0; i < extra->size(); ++i) {
+      const toml::node& item = *extra->get(i);
+      const auto* file = item.as_string();
+      if (file == nullptr) {
+        context.error(DiagCode::WrongType, context.at(item),
+                      str("`with_catalogs` entries must be catalog file paths, got ", type_name(item)));
+        continue;
+      }
+      // The same file twice would load one module twice and report it as a duplicate of itself.
+      const std::string normal = std::filesystem::path(file->get()).lexically_normal().generic_string();
+      const auto first = std::find_if(seen.begin(), seen.end(), [&](const Listed& s) { return s.normal == normal; });
+      if (first != seen.end()) {
+        context.error(DiagCode::InvalidValue, context.at(item),
+                      str("`with_catalogs` lists the same catalog `", normal, "` twice: entry ", first->position,
+                          " (`", first->written, "`) and entry ", i + 1, " (`", file->get(), "`)"),
+                      "list each catalog once",
+                      {str("entry ", first->position, " is at ", first->where.file, ":", first->where.line, ":",
+                           first->where.column)});
+        continue;
+      }
+      seen.push_back(Listed{normal, file->get(), i + 1, context.at(item)});
+      profile.with_catalogs.emplace_back(file->get(), context.at(item));
     }
   }
-  if (!context.failed() && !profile.availability.devices.contains(profile.policy.device)) {
-    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
-                   str("profile `", profile.name, "` plans for device `", to_string(profile.policy.device),
-                       "`, which its own availability does not declare; every plan will fail"),
-                   "add the device to [availability] devices, or the accelerator to [target]");
-  }
-  if (!context.failed() && profile.policy.assurance.trust.empty()) {
-    context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
-                   str("profile `", profile.name, "` admits no trust level; every plan will fail"));
+  // Reasons a profile can plan nothing that the file alone shows. A profile marked
+  // `plans_nothing` means it: lint then checks the opposite (capsule/lint.hpp).
+  if (!context.failed() && !profile.plans_nothing) {
+    const auto unplannable = [&](std::string message, std::string help) {
+      context.report(Severity::Warning, DiagCode::UnplannableProfile, profile.where,
+                     str("profile `", profile.name, "` ", message), std::move(help));
+    };
+    const std::string marker = "or mark a placeholder profile `plans_nothing = true`";
+    if (!profile.availability.devices.contains(profile.policy.device)) {
+      unplannable(str("plans for device `", to_string(profile.policy.device),
+                      "`, which its own availability does not declare; every plan will fail"),
+                  "add the device to [availability] devices, or the accelerator to [target]");
+    }
+    if (profile.policy.assurance.trust.empty()) {
+      unplannable("admits no trust level (`trust = []`); every plan will fail",
+                  str("list the trust levels it accepts, ", marker));
+    }
+    if (profile.policy.assurance.evidence.empty()) {
+      unplannable("admits no evidence kind (`evidence = []`); every plan will fail",
+                  str("list the evidence kinds it accepts, ", marker));
+    }
+    const ProviderPreference& preference = profile.policy.provider;
+    if (preference.kind != ProviderPreference::Kind::Auto &&
+        !profile.availability.providers.contains(preference.provider)) {
+      const bool only = preference.kind == ProviderPreference::Kind::Only;
+      unplannable(str(only ? "plans only with" : "prefers", " provider `", to_string(preference.provider),
+                      "`, which its own availability does not declare; ",
+                      only ? "every plan will fail" : "the preference can never apply"),
+                  "add the provider to [availability] providers, or name a declared one");
+    }
   }
   complete = !context.failed();
   return profile;

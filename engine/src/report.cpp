@@ -74,6 +74,28 @@ void write_trusted_ops(JsonWriter& json, std::span<const PlannedKernel> kernels)
   json.key("trusted_external_ops").begin_array();
   for (const Op op : trusted_external_ops(kernels)) json.value(to_string(op));
   json.end_array();
+  json.key("trusted_boundary_evidence").begin_array();
+  for (const EvidenceBoundary& b : trusted_boundary_evidence(kernels)) {
+    json.begin_object().field("op", to_string(b.op)).key("obligations").begin_array();
+    for (const Obligation o : b.obligations) json.value(to_string(o));
+    json.end_array().end_object();
+  }
+  json.end_array();
+}
+
+/// Obligations of `c` that rest on trusted-boundary evidence.
+std::vector<Obligation> boundary_obligations(const Capsule& c) {
+  std::vector<Obligation> out;
+  for (const Obligation o : all_values<Obligation>()) {
+    if (c.contracts[static_cast<std::size_t>(o)].evidence.kind == EvidenceKind::TrustedBoundary) out.push_back(o);
+  }
+  return out;
+}
+
+std::string obligation_list(const std::vector<Obligation>& obligations) {
+  std::vector<std::string> names;
+  for (const Obligation o : obligations) names.emplace_back(to_string(o));
+  return join(names, ", ");
 }
 
 std::string dot_escape(std::string_view text) {
@@ -136,7 +158,34 @@ std::string boundary_markdown(std::span<const PlannedKernel> kernels) {
   return str("**Trusted external boundary:** ", join(names, ", "), "\n");
 }
 
+std::string boundary_evidence_markdown(std::span<const PlannedKernel> kernels) {
+  const std::vector<EvidenceBoundary> found = trusted_boundary_evidence(kernels);
+  if (found.empty()) return "**Trusted boundaries by evidence:** none\n";
+  std::vector<std::string> names;
+  for (const EvidenceBoundary& b : found) names.push_back(str("`", to_string(b.op), "` (", obligation_list(b.obligations), ")"));
+  return str("**Trusted boundaries by evidence:** ", join(names, ", "), "\n");
+}
+
 }  // namespace
+
+std::vector<EvidenceBoundary> trusted_boundary_evidence(std::span<const PlannedKernel> kernels) {
+  std::vector<EvidenceBoundary> out;
+  for (const PlannedKernel& k : kernels) {
+    std::vector<Obligation> obligations = boundary_obligations(*k.capsule);
+    if (obligations.empty()) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const EvidenceBoundary& b) { return b.op == k.op; })) continue;
+    out.push_back(EvidenceBoundary{k.op, std::move(obligations)});
+  }
+  return out;
+}
+
+std::string boundary_evidence_line(std::span<const PlannedKernel> kernels) {
+  const std::vector<EvidenceBoundary> found = trusted_boundary_evidence(kernels);
+  if (found.empty()) return "trusted boundaries by evidence: none";
+  std::vector<std::string> names;
+  for (const EvidenceBoundary& b : found) names.push_back(str(to_string(b.op), " (", obligation_list(b.obligations), ")"));
+  return "trusted boundaries by evidence: " + join(names, ", ");
+}
 
 std::string profile_summary(const Profile& profile) {
   return str("profile=", profile.name, " device=", to_string(profile.policy.device),
@@ -215,14 +264,14 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
     }
     case ReportFormat::Markdown: {
       std::string out = str("### Kernel plan under `", profile.name, "`\n\n`", profile_summary(profile), "`\n\n");
-      out += boundary_markdown(kernels) + "\n";
+      out += boundary_markdown(kernels) + "\n" + boundary_evidence_markdown(kernels) + "\n";
       out += markdown_kernel_table(kernels, nullptr);
       out += markdown_contracts(kernels);
       return out + markdown_sources(resolved.sources);
     }
     case ReportFormat::Text:
     case ReportFormat::Dot: {  // DOT draws graphs; the CLI rejects it for op lists before we get here
-      std::string out = profile_summary(profile) + "\n" + boundary_line(kernels);
+      std::string out = profile_summary(profile) + "\n" + boundary_line(kernels) + "\n" + boundary_evidence_line(kernels);
       for (const PlannedKernel& k : kernels) {
         for (const std::string& line : detailed_lines(k)) out += "\n" + line;
       }
@@ -239,7 +288,8 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
   if (!input.graph.source.path.empty()) sources.push_back(input.graph.source);
   switch (format) {
     case ReportFormat::Text: {
-      std::string out = profile_summary(profile) + "\n" + boundary_line(group_plan) + "\n";
+      std::string out = profile_summary(profile) + "\n" + boundary_line(group_plan) + "\n" +
+                        boundary_evidence_line(group_plan) + "\n";
       out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "\n");
       for (const PlannedNodeKernel& k : input.plan.kernels) out += node_line(input.graph, k) + "\n";
       out += str("kernels ", input.plan.kernels.size(), ", groups ", input.groups.size(), "\n");
@@ -280,7 +330,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
                             profile_summary(profile), "`\n\n");
       out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "; kernels ",
                  input.plan.kernels.size(), ", groups ", input.groups.size(), "\n\n");
-      out += boundary_markdown(group_plan) + "\n";
+      out += boundary_markdown(group_plan) + "\n" + boundary_evidence_markdown(group_plan) + "\n";
       std::vector<std::vector<std::uint32_t>> ids;
       for (const KernelGroup& g : input.groups) ids.push_back(g.node_ids);
       out += markdown_kernel_table(group_plan, &ids);
@@ -310,10 +360,15 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
         std::string attributes = str("fillcolor=\"", colour == kColours.end() ? "#ffffff" : colour->second, "\"");
         std::string label = str(dot_escape(str(node.id, " ", node.kind)), "\\n", dot_escape(c.name), "\\n",
                                 to_string(c.provider), " / ", to_string(c.trust));
+        const std::vector<Obligation> by_evidence = boundary_obligations(c);
         if (c.trust == Trust::TrustedExternal) {
           attributes += ", color=\"#c00000\", penwidth=2, peripheries=2";
           label += "\\ntrusted external boundary";
+        } else if (!by_evidence.empty()) {
+          // Labelled checked, yet an obligation rests on a boundary: outline it by evidence too.
+          attributes += ", color=\"#c00000\", penwidth=2, style=\"rounded,filled,dashed\"";
         }
+        if (!by_evidence.empty()) label += str("\\ntrusted boundary evidence: ", obligation_list(by_evidence));
         out += str("  n", node.id, " [label=\"", label, "\", ", attributes, "];\n");
       }
       for (const GraphNode& node : input.graph.nodes) {

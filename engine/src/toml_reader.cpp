@@ -2,6 +2,7 @@
 #include "toml_reader.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -247,9 +248,24 @@ bool check_schema(FileContext& context, Fields& top) {
     return false;
   }
   const auto* number = schema->as_integer();
-  if (number == nullptr || number->get() != 1) {
+  if (number == nullptr) {
+    // `1.0` renders as 1, which made "unsupported schema 1; this build reads schema 1": say the
+    // type, and the value as written.
+    std::string written = render_for_message(*schema);
+    if (const auto* real = schema->as_floating_point()) {
+      const double value = real->get();
+      if (std::isfinite(value) && value == std::floor(value) && written.find_first_of(".eE") == std::string::npos) {
+        written += ".0";
+      }
+    }
     context.error(DiagCode::UnsupportedSchema, context.at(*schema),
-                  str("unsupported schema ", render_for_message(*schema), "; this build reads schema 1"));
+                  str("`schema` must be the integer 1, got the ", type_name(*schema), " ", written),
+                  "write `schema = 1`");
+    return false;
+  }
+  if (number->get() != 1) {
+    context.error(DiagCode::UnsupportedSchema, context.at(*schema),
+                  str("unsupported schema ", number->get(), "; this build reads schema 1"));
     return false;
   }
   return true;

@@ -8,6 +8,7 @@
 #include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
 #include "load_internal.hpp"
+#include "toml_reader.hpp"
 
 namespace capsule {
 namespace {
@@ -96,6 +97,17 @@ void check_profile_into(const Workspace& workspace, const Profile& profile, Diag
                                {str("profile `", profile.name, "` lists it twice in `modules`")}, {}});
       continue;
     }
+    const auto failed = std::find_if(workspace.failed_modules.begin(), workspace.failed_modules.end(),
+                                     [&](const auto& f) { return f.first == name; });
+    if (workspace.find_module(name) == nullptr && !replaced_by_prepended(profile, name) &&
+        failed != workspace.failed_modules.end()) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::UnknownModule, where,
+                               str("profile `", profile.name, "` names capsule module `", name,
+                                   "`, whose catalog failed to load"),
+                               {str("the catalog's first error is at ", position(failed->second))},
+                               "fix that catalog; this profile loads once it does"});
+      continue;
+    }
     if (workspace.find_module(name) == nullptr && !replaced_by_prepended(profile, name)) {
       std::vector<std::string_view> names;
       for (const ModulePtr& m : workspace.modules) names.push_back(m->name);
@@ -135,6 +147,26 @@ void check_profile_into(const Workspace& workspace, const Profile& profile, Diag
                              {str("first declared at ", position(first->where)),
                               str("both are combined by profile `", profile.name, "` (", position(profile.where), ")")},
                              {}});
+  }
+}
+
+/// Remembers the module a catalog that failed to load declares (read again, errors discarded:
+/// they are already reported), with the position of its first error.
+void record_failed_module(Workspace& workspace, const std::filesystem::path& file, std::size_t first_diagnostic) {
+  SourceLoc first_error{file.string(), 0, 0};
+  for (std::size_t i = first_diagnostic; i < workspace.diagnostics.size(); ++i) {
+    if (workspace.diagnostics[i].severity == Severity::Error) {
+      first_error = workspace.diagnostics[i].where;
+      break;
+    }
+  }
+  Diagnostics ignored;
+  auto contents = detail::read_file(file.string(), ignored);
+  if (!contents) return;
+  auto root = detail::parse_toml(contents->text, file.string(), ignored);
+  if (!root) return;
+  if (const auto* name = root->get("module"); name != nullptr && name->as_string() != nullptr) {
+    workspace.failed_modules.emplace_back(name->as_string()->get(), first_error);
   }
 }
 
@@ -179,8 +211,12 @@ Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,
   Workspace workspace;
   for (const auto& dir : catalog_dirs) {
     for (const auto& file : toml_files(dir, workspace.diagnostics)) {
+      const std::size_t before = workspace.diagnostics.size();
       auto module = load_catalog(file, options, workspace.diagnostics);
-      if (!module) continue;
+      if (!module) {
+        record_failed_module(workspace, file, before);
+        continue;
+      }
       if (const CapsuleModule* existing = workspace.find_module(module->name)) {
         workspace.diagnostics.push_back(Diagnostic{Severity::Error, DiagCode::DuplicateModule, module->where,
                                                    str("duplicate backend capsule module `", module->name, "`"),

@@ -3,6 +3,8 @@
 
 #include "data_dirs.hpp"
 
+#include "capsule/date.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -22,14 +24,9 @@ std::vector<fs::path> split_paths(const std::string& text) {
 LoadOptions load_options(const Environment& env) {
   LoadOptions options;
   if (!env.today.empty()) {
-    int y = 0;
-    unsigned m = 0, d = 0;
-    char extra = 0;
-    if (std::sscanf(env.today.c_str(), "%d-%u-%u%c", &y, &m, &d, &extra) != 3 ||
-        !Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}}.ok()) {
-      throw UsageError{str("CAPSULE_TODAY=", env.today, " is not a date (expected YYYY-MM-DD)")};
-    }
-    options.today = Date{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+    auto today = parse_date(env.today);
+    if (!today) throw UsageError{str("CAPSULE_TODAY=", clipped(env.today), " is not a date: ", today.error())};
+    options.today = *today;
   }
   return options;
 }
@@ -68,10 +65,12 @@ std::vector<Op> parse_ops(const std::string& text) {
   return ops;
 }
 
-std::optional<Workspace> load(const po::variables_map& vm, Context& ctx) {
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, ProfileChecks checks) {
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
-  Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, load_options(ctx.env));
+  LoadOptions options = load_options(ctx.env);
+  options.check_every_profile = checks == ProfileChecks::Every;
+  Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, options);
   ctx.err << render(workspace.diagnostics);
   if (has_errors(workspace.diagnostics)) {
     ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";
@@ -95,7 +94,15 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
     if (!profile) throw UsageError{str("profile file `", name_or_file, "` failed to load")};
     return profile;
   }
-  if (ProfilePtr profile = workspace.find_profile(name_or_file)) return profile;
+  if (ProfilePtr profile = workspace.find_profile(name_or_file)) {
+    // Loaded with ProfileChecks::Named: this is the one profile the command works under.
+    const Diagnostics problems = check_profile(workspace, *profile);
+    ctx.err << render(problems);
+    if (has_errors(problems)) {
+      throw UsageError{str("profile `", profile->name, "` failed its checks; run `capsule lint` for the full list")};
+    }
+    return profile;
+  }
   const std::string nearest = nearest_name(name_or_file, workspace.profile_names());
   std::vector<std::string> names;
   for (const std::string_view n : workspace.profile_names()) names.emplace_back(n);

@@ -40,8 +40,13 @@ po::options_description data_options();
 po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
                              const po::positional_options_description& positional = {});
 std::vector<Op> parse_ops(const std::string& text);
+/// Which profiles `load` checks against the modules: every one (lint, list), or only the one a
+/// command then names (`find_profile` checks it), so that planning under one profile costs
+/// what loading the files costs, not a check of every profile.
+enum class ProfileChecks { Every, Named };
+
 /// Loads the workspace (data_dirs.hpp); prints the folders it reads and the diagnostics; returns nullopt (exit 2) when any file failed.
-std::optional<Workspace> load(const po::variables_map& vm, Context& ctx);
+std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, ProfileChecks checks = ProfileChecks::Every);
 /// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx);
 ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile);

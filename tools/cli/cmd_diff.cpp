@@ -25,8 +25,8 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
       "capsule diff BASE HEAD [--git] [--repo DIR] [--format text|markdown|json] [--accept FILE]");
   options.add_options()("base", po::value<std::string>(), "the tree before: a directory holding catalogs/ and profiles/")
       ("head", po::value<std::string>(), "the tree after")
-      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no checkout)")
-      ("repo", po::value<std::string>()->default_value("."), "with --git: a directory inside the repository")
+      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no shell, no checkout)")
+      ("repo", po::value<std::string>()->default_value("."), "with --git: the directory in the repository that holds catalogs/ and profiles/")
       ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
       ("accept", po::value<std::string>(), "a reviewed waivers file (TOML) whose changes do not fail the run")
       ("help,h", "show this help");
@@ -64,8 +64,8 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
   const std::string base_arg = vm["base"].as<std::string>();
   const std::string head_arg = vm["head"].as<std::string>();
   ScratchDir scratch;
-  fs::path base_root = base_arg;
-  fs::path head_root = head_arg;
+  std::optional<Result<Tree, Diagnostics>> base;
+  std::optional<Result<Tree, Diagnostics>> head;
   if (vm["git"].as<bool>()) {
     // A fresh private directory (mkdtemp), never one somebody prepared under a guessable name.
     std::error_code error;
@@ -73,31 +73,27 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
     if (error || mkdtemp(pattern.data()) == nullptr) throw UsageError{"cannot create a scratch directory for --git"};
     scratch.path = pattern;
     const fs::path repo = vm["repo"].as<std::string>();
-    auto base_tree = materialize_git_tree(base_arg, repo, scratch.path / "base");
-    if (!base_tree) throw UsageError{base_tree.error()};
-    auto head_tree = materialize_git_tree(head_arg, repo, scratch.path / "head");
-    if (!head_tree) throw UsageError{head_tree.error()};
-    base_root = *base_tree;
-    head_root = *head_tree;
+    base.emplace(load_git_tree(base_arg, repo, scratch.path / "base", load));
+    head.emplace(load_git_tree(head_arg, repo, scratch.path / "head", load));
   } else {
-    for (const fs::path& root : {base_root, head_root}) {
+    for (const std::string& root : {base_arg, head_arg}) {
       std::error_code error;
       if (!fs::is_directory(root, error)) {
-        throw UsageError{str("`", root.string(), "` is not a directory (pass --git to compare git revisions)")};
+        throw UsageError{str("`", root, "` is not a directory (pass --git to compare git revisions)")};
       }
     }
+    base.emplace(load_tree(base_arg, base_arg, load));
+    head.emplace(load_tree(head_arg, head_arg, load));
   }
-  auto base = load_tree(base_root, base_arg, load);
-  auto head = load_tree(head_root, head_arg, load);
-  if (!base || !head) {
-    if (!base) ctx.err << render(base.error());
-    if (!head) ctx.err << render(head.error());
-    ctx.err << "capsule diff: a tree failed to load; run `capsule lint` on it for the full list\n";
+  if (!*base || !*head) {
+    if (!*base) ctx.err << render(base->error());
+    if (!*head) ctx.err << render(head->error());
+    ctx.err << "capsule diff: a tree failed to load; nothing was compared\n";
     return kUsage;
   }
   DiffOptions diff_options;
   diff_options.today = load.today;
-  TrustDiff diff = diff_trees(*base, *head, diff_options);
+  TrustDiff diff = diff_trees(**base, **head, diff_options);
   if (waivers) apply_waivers(diff, *waivers);
   switch (format) {
     case Format::Text: ctx.out << render_text(diff); break;

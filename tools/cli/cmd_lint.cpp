@@ -146,7 +146,10 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const RuleOverrides overrides = rule_overrides(vm);
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
-  Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, load_options(ctx.env));
+  LintScope scope{dirs.catalogs, dirs.profiles, std::nullopt};
+  if (vm.count("source-root")) scope.source_root = fs::path(vm["source-root"].as<std::string>());
+  Workspace workspace = load_workspace(scope.catalog_dirs, scope.profile_dirs, load_options(ctx.env));
+  Diagnostics nothing = check_lint_scope(workspace, scope);
 
   HandlerRegistry registry;
   if (auto registered = register_reference_handlers(registry); !registered) {
@@ -156,22 +159,14 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   EvidenceCheckInputs inputs;
   inputs.handlers = lint_handlers(registry);
   inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
-  if (vm.count("source-root")) inputs.source_root = fs::path(vm["source-root"].as<std::string>());
+  inputs.source_root = scope.source_root;
   Diagnostics evidence = check_evidence(workspace, inputs);
+  workspace.diagnostics.insert(workspace.diagnostics.begin(), nothing.begin(), nothing.end());
   workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
   const Diagnostics findings = apply_lint_rules(std::move(workspace.diagnostics), overrides);
 
-  // SARIF and GitHub name files relative to the project: the source root, else the directory
-  // above the (first) catalog directory.
-  fs::path root;
-  if (inputs.source_root) {
-    root = *inputs.source_root;
-  } else if (!dirs.catalogs.empty()) {
-    std::error_code error;
-    fs::path dir = fs::absolute(dirs.catalogs.front(), error).lexically_normal();
-    if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
-    root = dir.parent_path();
-  }
+  // SARIF and GitHub name files relative to the repository (see annotation_root).
+  const fs::path root = annotation_root(scope);
   ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
@@ -183,7 +178,11 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
                    counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
   }
   const bool unreadable = std::any_of(findings.begin(), findings.end(),
-                                      [](const Diagnostic& d) { return d.code == DiagCode::IoError; });
+                                      [](const Diagnostic& d) {
+                                        // A `*.toml` entry that is no regular file is as unreadable as a missing one.
+                                        return d.code == DiagCode::IoError || d.code == DiagCode::NonRegularFile ||
+                                               d.code == DiagCode::NothingToLint;
+                                      });
   if (unreadable) return kUsage;
   return errors == 0 ? kOk : kRejected;
 }

@@ -33,7 +33,7 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   if (!has_ops && !allow_graph) throw UsageError{"--ops a,b,c is required"};
   PlanInputs inputs;
   if (has_ops) inputs.ops = parse_ops(vm["ops"].as<std::string>());
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return std::nullopt;
   inputs.workspace = std::move(*workspace);
   inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
@@ -179,7 +179,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   if (!vm.count("profile") || !vm.count("op")) throw UsageError{"explain needs --profile NAME and --op OP"};
   const Op op = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   const ResolvedProfile resolved = resolve(*workspace, profile);

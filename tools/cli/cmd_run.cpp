@@ -93,7 +93,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     }
     run_options.dump_graph = dump_graph;
   }
-  auto workspace = load(vm, ctx);
+  auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
   if (dump_graph) refuse_to_overwrite_inputs(*dump_graph, *workspace);

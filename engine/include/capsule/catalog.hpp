@@ -50,6 +50,10 @@ struct Profile {
   std::vector<std::pair<std::string, SourceLoc>> with_catalogs;
   /// Modules supplied in code or loaded from `with_catalogs`; prepended at resolution.
   std::vector<ModulePtr> with_modules;
+  /// `plans_nothing = true`: a placeholder (the future_* targets) that is meant to plan no op
+  /// yet. Lint reports an unmarked profile that plans nothing, and a marked one that plans
+  /// something.
+  bool plans_nothing = false;
   SourceFile source;
   SourceLoc where;
 };

@@ -44,6 +44,8 @@ enum class DiagCode : std::uint8_t {
   NoCompiledHandler,        // a capsule no handler of this build can run
   UnverifiableEvidence,     // evidence of such a capsule that this build cannot check
   UnlistedHandler,          // a compiled handler that no loaded capsule mentions
+  NothingToLint,            // lint was given a directory without files of its kind, or no root
+  CheckedOnTrustedBoundary, // a capsule labelled `checked` rests an obligation on a trusted boundary
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
@@ -51,7 +53,7 @@ enum class DiagCode : std::uint8_t {
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 31> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 33> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -78,6 +80,8 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 31> kDiagCode
     {DiagCode::NoCompiledHandler, "no-compiled-handler"},
     {DiagCode::UnverifiableEvidence, "unverifiable-evidence"},
     {DiagCode::UnlistedHandler, "unlisted-handler"},
+    {DiagCode::NothingToLint, "nothing-to-lint"},
+    {DiagCode::CheckedOnTrustedBoundary, "checked-on-trusted-boundary"},
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},

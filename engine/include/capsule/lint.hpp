@@ -32,7 +32,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 24> kLintRules{{
+inline constexpr std::array<LintRule, 26> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -67,6 +67,10 @@ inline constexpr std::array<LintRule, 24> kLintRules{{
     {DiagCode::UnverifiableEvidence, Severity::Note, false,
      "evidence of capsules without a handler that this build cannot check"},
     {DiagCode::UnlistedHandler, Severity::Warning, false, "every compiled handler is mentioned by a loaded capsule"},
+    {DiagCode::NothingToLint, Severity::Error, true,
+     "every catalog directory holds catalog files, and the source root exists"},
+    {DiagCode::CheckedOnTrustedBoundary, Severity::Error, false,
+     "a capsule labelled `checked` rests no obligation on trusted-boundary evidence"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
@@ -103,8 +107,12 @@ struct EvidenceCheckInputs {
   std::optional<TestSuiteManifest> suites;
   std::vector<std::string> manifest_searched;  ///< where a manifest was looked for (for that warning)
   /// The directory provenance paths are relative to. Unset: the directory above each catalog's
-  /// own directory (the project root for `catalogs/x.toml`).
+  /// own directory (the project root for `catalogs/x.toml`). Lint reads only files git tracks
+  /// there (any regular file when it is not a git work tree), never under `.git`, never through
+  /// a symbolic link, at most 8 MiB each; a root it cannot read is an io-error.
   std::optional<std::filesystem::path> source_root;
+  /// False forces the component-by-component O_NOFOLLOW walk instead of openat2 (for tests).
+  bool use_openat2 = true;
 };
 
 /// The evidence-integrity findings for every loaded capsule: the workspace's modules and the
@@ -113,7 +121,31 @@ struct EvidenceCheckInputs {
 /// belong to a provider this build leaves out); such capsules give one no-compiled-handler
 /// warning and one unverifiable-evidence note per module instead of errors. Evidence written
 /// once in [defaults] is reported once, with the other capsules that share it in a note.
+/// It ends with check_profile_intent's findings.
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
+
+/// unplannable-profile findings that need the catalogs: a profile that plans no op (no capsule
+/// of its modules is admitted) unless it is marked `plans_nothing = true`, and a marked profile
+/// that does plan an op.
+Diagnostics check_profile_intent(const Workspace& workspace);
+
+/// What `capsule lint` was asked to check.
+struct LintScope {
+  std::vector<std::filesystem::path> catalog_dirs;
+  std::vector<std::filesystem::path> profile_dirs;
+  std::optional<std::filesystem::path> source_root;
+};
+
+/// Errors for a lint that would check nothing: a catalog directory that holds no catalog file
+/// (profile directories may be empty), no catalog found at all, or a `--source-root` that is not a directory. A green
+/// lint must mean something was read.
+Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope);
+
+/// The directory SARIF and GitHub annotations name files relative to: the top of the git work
+/// tree holding the first catalog directory (annotations land on repository paths even when
+/// catalogs live in `ml/catalogs`), else `--source-root`, else the directory above the first
+/// catalog directory.
+std::filesystem::path annotation_root(const LintScope& scope);
 
 /// `--deny RULE`, `--allow RULE` and `--deny warnings`.
 struct RuleOverrides {

@@ -54,6 +54,9 @@ struct Workspace {
   std::vector<ModulePtr> modules;    ///< in file-name order across the catalog directories
   std::vector<ProfilePtr> profiles;  ///< in file-name order across the profile directories
   Diagnostics diagnostics;           ///< errors and warnings from every file
+  /// Modules whose catalog failed to load, by the `module` name the file declares, with the
+  /// position of the file's first error: a profile naming one is told why it is missing.
+  std::vector<std::pair<std::string, SourceLoc>> failed_modules;
 
   const CapsuleModule* find_module(std::string_view name) const;
   ProfilePtr find_profile(std::string_view name) const;

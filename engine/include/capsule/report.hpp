@@ -21,6 +21,18 @@ enum class ReportFormat : std::uint8_t { Text, Json, Markdown, Dot };
 std::string profile_summary(const Profile& profile);
 /// `trusted external boundary: none` or `trusted external boundary: op1, op2`.
 std::string boundary_line(std::span<const PlannedKernel> kernels);
+
+/// A planned op whose capsule rests an obligation on trusted-boundary evidence, whatever its
+/// trust label says (a `checked` capsule can still rest its value on a boundary).
+struct EvidenceBoundary {
+  Op op;
+  std::vector<Obligation> obligations;
+};
+std::vector<EvidenceBoundary> trusted_boundary_evidence(std::span<const PlannedKernel> kernels);
+
+/// `trusted boundaries by evidence: none` or `trusted boundaries by evidence: op (value, vjp), ...`:
+/// the boundary line above reads the trust label (as TorchLean's does); this one reads evidence.
+std::string boundary_evidence_line(std::span<const PlannedKernel> kernels);
 /// The kernel row and its four contract lines (§6 detailedReportLines).
 std::vector<std::string> detailed_lines(const PlannedKernel& kernel);
 /// Seed 002's plan rows: `{op} -> {capsule}`, provider/trust, reduction, value evidence.

@@ -2,7 +2,8 @@
 // The payload of one op call and the calling convention of every op. Handlers of every provider
 // implement exactly these conventions, so a capsule swap never changes what an op means.
 //
-// Inputs are listed in order; "payload" names the OpAttrs fields an op reads. Binary elementwise
+// Inputs are listed in order (their counts are the table op_arity() in capsule/op_arity.hpp,
+// which the graph loader checks); "payload" names the OpAttrs fields an op reads. Binary elementwise
 // ops need equal shapes (broadcasting is the explicit `broadcast` op, as in TorchLean's IR).
 // Every input and the output share one dtype. "axis" may be negative (counted from the end).
 //
