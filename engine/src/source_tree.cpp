@@ -4,10 +4,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,13 +13,12 @@
 #include <cstring>
 
 #include "capsule/text.hpp"
+#include "spawn.hpp"
 
 #if __has_include(<linux/openat2.h>)
 #include <linux/openat2.h>
 #define CAPSULE_HAVE_OPENAT2 1
 #endif
-
-extern char** environ;
 
 namespace capsule::detail {
 namespace {
@@ -48,53 +45,24 @@ bool printable_name(std::string_view name) {
   });
 }
 
-struct Spawned {
-  bool started = false;
+/// What git said, or why it could not be asked.
+struct GitAnswer {
+  bool started = false;   ///< false: no git program (or no pipe)
   int exit_status = -1;
   bool truncated = false;
   std::string out;
 };
 
-/// Runs `argv` (argv[0] looked up on PATH) with no shell, stdin and stderr on /dev/null, and
-/// collects at most kMaxGitOutput bytes of stdout.
-Spawned spawn_and_read(const std::vector<std::string>& args) {
-  Spawned result;
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return result;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> argv;
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[1]);
-  if (spawned != 0) {
-    close(pipe_fds[0]);
-    return result;
-  }
-  result.started = true;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    if (result.out.size() + static_cast<std::size_t>(got) > kMaxGitOutput) {
-      result.truncated = true;
-      break;
-    }
-    result.out.append(buffer, static_cast<std::size_t>(got));
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return result;
+/// Runs git with no shell (detail::run_program), keeping at most kMaxGitOutput bytes.
+GitAnswer ask_git(const std::vector<std::string>& args) {
+  GitAnswer answer;
+  auto output = detail::run_program(args, kMaxGitOutput);
+  if (!output) return answer;
+  answer.started = true;
+  answer.exit_status = output->exit_code;
+  answer.truncated = output->truncated;
+  answer.out = std::move(output->out);
+  return answer;
 }
 
 std::vector<std::string> git_args(const fs::path& root, std::initializer_list<const char*> command) {
@@ -200,7 +168,7 @@ int open_beneath(int root_fd, std::string_view relative, int flags, bool use_ope
 }
 
 std::optional<fs::path> git_work_tree_top(const fs::path& dir) {
-  const Spawned top = spawn_and_read(git_args(dir, {"rev-parse", "--show-toplevel"}));
+  const GitAnswer top = ask_git(git_args(dir, {"rev-parse", "--show-toplevel"}));
   if (!top.started || top.exit_status != 0 || top.truncated) return std::nullopt;
   std::string text = top.out;
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
@@ -231,13 +199,13 @@ SourceTree::SourceTree(const fs::path& root, bool use_openat2) : use_openat2_(us
                                   : std::string(std::strerror(errno));
     return;
   }
-  const Spawned probe = spawn_and_read(git_args(root, {"rev-parse", "--is-inside-work-tree"}));
+  const GitAnswer probe = ask_git(git_args(root, {"rev-parse", "--is-inside-work-tree"}));
   if (probe.started && probe.exit_status == 0) {
     if (probe.out.rfind("true", 0) != 0) {
       problem_ = "the source root lies inside a git directory, not a work tree";
       return;
     }
-    const Spawned listed = spawn_and_read(git_args(root, {"ls-files", "-z", "--cached"}));
+    const GitAnswer listed = ask_git(git_args(root, {"ls-files", "-z", "--cached"}));
     if (!listed.started || listed.exit_status != 0 || listed.truncated) {
       problem_ = listed.truncated ? "git lists more tracked files than lint reads"
                                   : str("git could not list the tracked files (exit status ", listed.exit_status, ")");

@@ -76,7 +76,7 @@ Result<pid_t, std::string> spawn(const std::vector<std::string>& argv, int in, i
 
 }  // namespace
 
-Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& argv) {
+Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& argv, std::size_t max_output) {
   Pipe out;
   Pipe err;
   if (!out.open() || !err.open()) return fail(str("cannot create a pipe: ", std::strerror(errno)));
@@ -102,6 +102,12 @@ Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& a
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0 && result.out.size() + result.err.size() + static_cast<std::size_t>(n) > max_output) {
+        result.truncated = true;
+        ::kill(*pid, SIGKILL);
+        open_count = 0;
+        break;
+      }
       if (n > 0) {
         sinks[i]->append(buffer, static_cast<std::size_t>(n));
       } else if (n == 0 || errno != EINTR) {
@@ -114,7 +120,8 @@ Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& a
   for (pollfd& fd : fds) {
     if (fd.fd >= 0) ::close(fd.fd);
   }
-  result.exit_code = wait_for(*pid);
+  const int exit_code = wait_for(*pid);  // reaped in any case, so no zombie is left behind
+  result.exit_code = result.truncated ? -1 : exit_code;
   return result;
 }
 

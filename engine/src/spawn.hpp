@@ -19,11 +19,15 @@ struct ProcessOutput {
   int exit_code = -1;  ///< -1 when it was killed by a signal
   std::string out;
   std::string err;
+  bool truncated = false;  ///< output passed `max_output`; the program was killed, `exit_code` is -1
 };
 
-/// Runs `argv` (argv[0] looked up on PATH), stdin from /dev/null, and captures stdout and stderr
-/// whole. Fails with a sentence when the program cannot be started (a missing binary says so).
-Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& argv);
+/// Runs `argv` (argv[0] looked up on PATH), stdin from /dev/null, and captures stdout and stderr,
+/// at most `max_output` bytes of both together: a program that says more is killed and the result
+/// is marked `truncated`, so a hostile repository cannot exhaust memory through it. Fails with a
+/// sentence when the program cannot be started (a missing binary says so).
+Result<ProcessOutput, std::string> run_program(const std::vector<std::string>& argv,
+                                               std::size_t max_output = std::size_t{1} << 30);
 
 /// A long-lived program spoken to line by line over pipes (`git cat-file --batch`). stderr goes
 /// to /dev/null: such a program reports problems on stdout, in its protocol.
