@@ -159,7 +159,7 @@ const std::vector<DiagCode> kLoaderCodes{
     DiagCode::MissingField,      DiagCode::InvalidValue,     DiagCode::DuplicateModule,
     DiagCode::DuplicateIdentity, DiagCode::DuplicateProfile, DiagCode::MisalignedContract,
     DiagCode::MissingTrustReason, DiagCode::ExpiredTrust,    DiagCode::UnplannableProfile,
-    DiagCode::UnknownModule,     DiagCode::InvalidGraph,
+    DiagCode::UnknownModule,     DiagCode::InvalidGraph,     DiagCode::InvalidIdentifier,
 };
 /// Codes of later stages: planning, the gate, the command line, and lint's evidence checks
 /// (tests/test_lint.cpp).

@@ -71,7 +71,7 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
   Fields fields(context, *table, "evidence", {"kind", "name", "reason", "owner", "expires"});
   const auto kind = fields.vocab<EvidenceKind>("kind");
   Evidence evidence;
-  evidence.name = fields.string("name").value_or("");
+  evidence.name = fields.identifier("name", IdentifierKind::Label).value_or("");
   evidence.reason = fields.string("reason").value_or("");
   evidence.owner = fields.string("owner").value_or("");
   evidence.expires = fields.date("expires");
@@ -142,9 +142,9 @@ std::optional<PartialContract> parse_contract(FileContext& context, const toml::
       }
       Fields ref(context, *entry_table, "provenance entry", {"path", "symbol", "build_target"});
       Provenance item;
-      item.path = ref.string("path").value_or("");
-      item.symbol = ref.string("symbol").value_or("");
-      item.build_target = ref.string("build_target").value_or("");
+      item.path = ref.identifier("path", IdentifierKind::Path).value_or("");
+      item.symbol = ref.identifier("symbol", IdentifierKind::Label).value_or("");
+      item.build_target = ref.identifier("build_target", IdentifierKind::Label).value_or("");
       if (item.path.empty()) ref.missing("path", "the file that holds the code");
       if (item.symbol.empty()) ref.missing("symbol", "the symbol in that file");
       const toml::node* path = ref.node("path");
@@ -171,7 +171,7 @@ PartialCapsule parse_partial(FileContext& context, const toml::table& table, std
   const auto note_invalid = [&](const auto& value, std::string_view key) {
     if (!value && fields.node(key) != nullptr) partial.given_but_invalid.push_back(key);
   };
-  partial.name = fields.string("name");
+  partial.name = fields.identifier("name", IdentifierKind::Name);
   partial.summary = fields.string("summary");
   partial.op = fields.vocab<Op>("op");
   partial.provider = fields.vocab<Provider>("provider");
@@ -421,7 +421,7 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
 
   CapsuleModule module;
   module.source.path = path;
-  if (auto name = top.string("module")) {
+  if (auto name = top.identifier("module", IdentifierKind::Name)) {
     module.name = *name;
     module.where = context.at(*top.node("module"));
     if (name->empty()) context.error(DiagCode::InvalidValue, module.where, "`module` must not be empty");

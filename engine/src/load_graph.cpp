@@ -146,7 +146,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
   detail::check_schema(context, top);
   Graph graph;
   graph.source.path = path;
-  graph.name = top.string("name").value_or("");
+  graph.name = top.identifier("name", IdentifierKind::Name).value_or("");
   const toml::array* nodes = top.array("node");
   if (nodes == nullptr && top.node("node") == nullptr) top.missing("node", "at least one [[node]] table");
   if (nodes != nullptr && nodes->empty()) {
@@ -238,6 +238,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         return x.line != y.line ? x.line < y.line : x.column < y.column;
       });
       for (const auto& [key, value] : extra) {
+        detail::check_identifier(context, context.at(key->source()), "node key", key->str(), IdentifierKind::Path);
         // Payload keys are free-form, but a near miss of a structural key would silently drop
         // the node's inputs or kind, so it is an error with a suggestion.
         const std::string nearest = nearest_name(key->str(), {"id", "kind", "inputs"});

@@ -140,7 +140,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   Profile profile;
   profile.source.path = path;
   profile.where = top.where();
-  if (auto name = top.string("name")) {
+  if (auto name = top.identifier("name", IdentifierKind::Name)) {
     profile.name = *name;
     profile.where = context.at(*top.node("name"));
     if (name->empty()) context.error(DiagCode::InvalidValue, profile.where, "profile `name` must not be empty");
@@ -163,6 +163,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   if (const toml::array* modules = top.array("modules")) {
     for (const toml::node& item : *modules) {
       if (const auto* name = item.as_string()) {
+        check_identifier(context, context.at(item), "modules", name->get(), IdentifierKind::Name);
         profile.module_names.push_back(name->get());
         profile.module_name_locs.push_back(context.at(item));
       } else {

@@ -104,6 +104,23 @@ std::optional<std::string> Fields::string(std::string_view key) {
   return std::nullopt;
 }
 
+std::optional<std::string> Fields::identifier(std::string_view key, IdentifierKind kind) {
+  std::optional<std::string> text = string(key);
+  if (text) check_identifier(context_, context_.at(*node(key)), str(what_, ".", key), *text, kind);
+  return text;
+}
+
+bool check_identifier(FileContext& context, const SourceLoc& where, std::string_view what, std::string_view text,
+                      IdentifierKind kind) {
+  // An empty value has its own rule at each site ("must not be empty", a missing name).
+  if (text.empty()) return true;
+  const std::optional<std::string> problem = identifier_problem(text, kind);
+  if (!problem) return true;
+  context.error(DiagCode::InvalidIdentifier, where, str("`", what, "` = \"", clipped(text), "\" is not allowed: ", *problem),
+                str(identifier_rule(kind)));
+  return false;
+}
+
 std::optional<bool> Fields::boolean(std::string_view key) {
   const toml::node* value = node(key);
   if (value == nullptr) return std::nullopt;

@@ -15,6 +15,7 @@
 
 #include "capsule/capsule.hpp"
 #include "capsule/diag.hpp"
+#include "capsule/identifier.hpp"
 #include "capsule/text.hpp"
 #include "capsule/vocab.hpp"
 
@@ -51,6 +52,11 @@ class FileContext {
 
 std::string_view type_name(const toml::node& node);
 
+/// Reports `text`, the value of `what` at `where`, as invalid-identifier unless it is an
+/// identifier of `kind`; returns whether it is one.
+bool check_identifier(FileContext& context, const SourceLoc& where, std::string_view what, std::string_view text,
+                      IdentifierKind kind);
+
 /// Renders a TOML value compactly (`[1, 4]`, `"x"`, `{a = 1}`) for payloads.
 std::string render_value(const toml::node& node);
 /// render_value clipped to a length a message may quote (see `clipped`).
@@ -70,6 +76,10 @@ class Fields {
   const toml::node* node(std::string_view key) const { return table_.get(key); }
 
   std::optional<std::string> string(std::string_view key);
+  /// A string that must be an identifier of `kind` (capsule/identifier.hpp). An invalid one is
+  /// reported as invalid-identifier at its position and still returned, so that the checks that
+  /// follow run and every problem is reported in one run; the file fails to load in any case.
+  std::optional<std::string> identifier(std::string_view key, IdentifierKind kind);
   std::optional<bool> boolean(std::string_view key);
   std::optional<std::int64_t> integer(std::string_view key);
   std::optional<Date> date(std::string_view key);

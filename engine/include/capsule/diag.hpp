@@ -25,6 +25,7 @@ enum class DiagCode : std::uint8_t {
   UnknownSpelling,     // a vocabulary value (device, op, ...) that is not in SPEC §3
   MissingField,        // a required key is absent after defaults are applied
   InvalidValue,        // a well-typed value that breaks a rule (empty name, bad id, ...)
+  InvalidIdentifier,   // a name, evidence name, symbol or path outside its ASCII set (capsule/identifier.hpp)
   DuplicateModule,     // two catalogs declare the same module name
   DuplicateIdentity,   // two capsules share (name, op, provider, device)
   DuplicateProfile,    // two profile files declare the same profile name
@@ -53,7 +54,7 @@ enum class DiagCode : std::uint8_t {
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 33> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 34> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -62,6 +63,7 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 33> kDiagCode
     {DiagCode::UnknownSpelling, "unknown-spelling"},
     {DiagCode::MissingField, "missing-field"},
     {DiagCode::InvalidValue, "invalid-value"},
+    {DiagCode::InvalidIdentifier, "invalid-identifier"},
     {DiagCode::DuplicateModule, "duplicate-module"},
     {DiagCode::DuplicateIdentity, "duplicate-identity"},
     {DiagCode::DuplicateProfile, "duplicate-profile"},
