@@ -134,7 +134,8 @@ std::string markdown_code(std::string_view text, MarkdownPlace place) {
   const std::string fence(longest + 1, '`');
   // CommonMark strips one space from each end when both ends are spaces, and a span cannot start
   // or end with a backtick next to its fence; a space on each side keeps the content exact.
-  const bool pad = content.empty() || content.front() == '`' || content.back() == '`' ||
+  if (content.empty()) return "` `";  // a span must hold something; one space shows as itself
+  const bool pad = content.front() == '`' || content.back() == '`' ||
                    (content.front() == ' ' && content.back() == ' ');
   const std::string_view space = pad ? " " : "";
   return fence + std::string(space) + content + std::string(space) + fence;

@@ -35,8 +35,9 @@ enum class MarkdownPlace : std::uint8_t { Inline, TableCell };
 
 /// `text` as one markdown code span: `text_escape`d content between backtick fences one longer
 /// than the longest backtick run inside, padded with a space when the content starts or ends
-/// with a backtick (or starts and ends with a space), so the span cannot be closed early. In a
-/// table cell each `|` is written `\|`, which GitHub turns back into `|` inside the span.
+/// with a backtick (or starts and ends with a space), so the span cannot be closed early; empty
+/// content is a span of one space. In a table cell each `|` is written `\|`, which GitHub turns
+/// back into `|` inside the span (a `|` right after a backslash never splits a GitHub cell).
 std::string markdown_code(std::string_view text, MarkdownPlace place = MarkdownPlace::TableCell);
 
 /// `text` as a quoted JSON string that is always valid UTF-8: `"` and `\` escaped, `\n`, `\r`,
