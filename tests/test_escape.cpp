@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "capsule/escape.hpp"
+#include "capsule/runtime/error.hpp"
 #include "json_check.hpp"
 #include "test_support.hpp"
 
@@ -624,5 +626,45 @@ TEST_SUITE("escape") {
     CHECK(plan.status == 2);
     check_inert_text(plan);
     CHECK(has(plan.err, "x\\n::error::file\\xff.toml:15:"));
+  }
+}
+
+TEST_SUITE("escape") {
+  TEST_CASE("plan --graph: a hostile graph name stays inside its DOT string, code span and JSON string") {
+    const std::string graph = (testing::test_data() / "hostile" / "forgery" / "hostile.graph.toml").string();
+    const auto plan = [&](std::string_view format) {
+      return testing::run_cli({"plan", "--root", testing::source_dir().string(), "--profile", "checked_cpu", "--graph",
+                               graph, "--format", std::string(format)});
+    };
+    const testing::CliRun dot = plan("dot");
+    REQUIRE(dot.status == 0);
+    check_inert_text(dot);
+    const std::string_view first = lines_of(dot.out).front();
+    INFO(std::string(first));
+    std::size_t quotes = 0;
+    for (std::size_t i = 0; i < first.size(); ++i) quotes += first[i] == '"' && !escaped_at(first, i) ? 1U : 0U;
+    CHECK(quotes == 2);  // digraph "…" {: the name cannot close its string and add a node
+    CHECK(first.ends_with("\" {"));
+    CHECK(has(first, "x\\\\n::error::graph forged\\\\x1b[2J<U+202E>"));
+
+    const testing::CliRun markdown = plan("markdown");
+    REQUIRE(markdown.status == 0);
+    check_inert_text(markdown);
+    CHECK(has(markdown.out, "### Graph plan ````g\"]; evil [label=\"x\\n::error::graph forged\\x1b[2J<U+202E> @octocat ``` <b>```` under `checked_cpu`"));
+
+    const testing::CliRun text = plan("text");
+    REQUIRE(text.status == 0);
+    check_inert_text(text);
+    const testing::CliRun json = plan("json");
+    REQUIRE(json.status == 0);
+    check_json(json);
+    CHECK(has(json.out, R"("name":"g\"]; evil [label=\"x\n::error::graph forged\u001b[2J\u202e @octocat ``` <b>")"));
+  }
+
+  TEST_CASE("run: a runtime error quoting input shows its controls visibly") {
+    const RuntimeError error{RuntimeCode::UnknownProfile, "unknown profile `a\x1b[2J\xe2\x80\xae`\n  candidates: b\x07"};
+    std::ostringstream out;
+    out << error;
+    CHECK(out.str() == "error[unknown-profile]: unknown profile `a\\x1b[2J<U+202E>`\n  candidates: b\\x07");
   }
 }
