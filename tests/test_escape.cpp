@@ -668,3 +668,44 @@ TEST_SUITE("escape") {
     CHECK(out.str() == "error[unknown-profile]: unknown profile `a\\x1b[2J<U+202E>`\n  candidates: b\\x07");
   }
 }
+
+TEST_SUITE("escape") {
+  TEST_CASE("diff --accept: hostile waiver owners and reasons render inert in every format") {
+    testing::ScratchTree base("escape-waiver-base");
+    const HostileTree head("escape-waiver-head");
+    const std::string waivers = (testing::test_data() / "hostile" / "forgery" / "waivers.toml").string();
+    const auto diff = [&](std::string_view format) {
+      return testing::run_cli({"diff", base.root().string(), head.root(), "--accept", waivers, "--format",
+                               std::string(format)});
+    };
+    const testing::CliRun text = diff("text");
+    CHECK(text.status == 1);  // the expired waiver fails the run
+    check_inert_text(text);
+    CHECK(has(text.out, "waived by eve\\n::error::waiver forged\\x1b[2J<U+202E> @octocat"));
+    CHECK(has(text.out, "accepted by \\n::error::expired forged"));
+
+    const testing::CliRun markdown = diff("markdown");
+    CHECK(markdown.status == 1);
+    check_inert_text(markdown);
+    const std::string prose = outside_code_blocks(markdown.out);
+    CHECK_FALSE(has(prose, "@octocat"));
+    CHECK_FALSE(has(prose, "<b>"));
+    CHECK_FALSE(has(prose, "[x](http"));
+    CHECK(has(prose, "mallory\\\\x07 \\`\\`\\` \\`\\` \\` @<!-- -->octocat \\| x"));
+    std::size_t header_cells = 0;
+    for (const std::string_view line : lines_of(markdown.out)) {
+      if (!line.starts_with("|")) {
+        header_cells = 0;
+        continue;
+      }
+      const std::size_t cells = cell_bars(line);
+      if (header_cells == 0) header_cells = cells;
+      CHECK_MESSAGE(cells == header_cells, std::string(line));
+    }
+
+    const testing::CliRun json = diff("json");
+    CHECK(json.status == 1);
+    check_json(json);
+    CHECK(has(json.out, R"("accepted_by":"eve\n::error::waiver forged\u001b[2J\u202e @octocat | <b>bold</b>")"));
+  }
+}
