@@ -429,6 +429,8 @@ namespace {
 
 /// The hostile catalog's file name: a newline, a workflow command and the byte 0xFF.
 const std::string kHostileFileName = "x\n::error::file\xff.toml";
+/// A loadable catalog's file name: ESC, a newline, a workflow command and the byte 0xFE.
+const std::string kLoadableHostileFileName = "y\x1b[2J\n::error::src\xfe.toml";
 
 /// A scratch copy of the shipped tree whose `reference.relu` rests on a trusted boundary with a
 /// hostile reason and owner, and whose checked_cpu profile has a hostile summary.
@@ -443,6 +445,13 @@ class HostileTree {
   /// Adds the catalog whose file name is hostile (it fails to load: its expiry is no date).
   void add_hostile_file() const { tree_.write(std::filesystem::path("catalogs") / kHostileFileName,
                                               testing::read_text(fixture() / "forged.catalog.toml")); }
+  /// Adds a valid catalog under a hostile file name, used by checked_cpu (so plans list it).
+  void add_loadable_hostile_file() const {
+    tree_.write(std::filesystem::path("catalogs") / kLoadableHostileFileName,
+                testing::read_text(fixture() / "loadable.catalog.toml"));
+    tree_.replace("profiles/checked_cpu.toml", "modules = [\"attention\", \"native-cuda\", \"reference\"]",
+                  "modules = [\"attention\", \"native-cuda\", \"reference\", \"forged\"]");
+  }
   std::string root() const { return tree_.root().string(); }
 
  private:
@@ -707,5 +716,45 @@ TEST_SUITE("escape") {
     CHECK(json.status == 1);
     check_json(json);
     CHECK(has(json.out, R"("accepted_by":"eve\n::error::waiver forged\u001b[2J\u202e @octocat | <b>bold</b>")"));
+  }
+}
+
+TEST_SUITE("escape") {
+  TEST_CASE("plan and diff: a loaded catalog's hostile file name is escaped in sources and locations") {
+    testing::ScratchTree base("escape-source-base");
+    const HostileTree head("escape-source-head");
+    head.add_loadable_hostile_file();
+    const auto plan = [&](std::string_view format) {
+      return testing::run_cli({"plan", "--root", head.root(), "--profile", "checked_cpu", "--ops", "relu", "--format",
+                               std::string(format)});
+    };
+    const testing::CliRun text = plan("text");
+    REQUIRE(text.status == 0);
+    check_inert_text(text);
+    CHECK(has(text.out, "catalogs/y\\x1b[2J\\n::error::src\\xfe.toml sha256 "));
+    const testing::CliRun markdown = plan("markdown");
+    REQUIRE(markdown.status == 0);
+    check_inert_text(markdown);
+    CHECK(has(markdown.out, "catalogs/y\\x1b[2J\\n::error::src\\xfe.toml` | `"));
+    const testing::CliRun json = plan("json");
+    REQUIRE(json.status == 0);
+    check_json(json);
+    CHECK(has(json.out, R"(catalogs/y\u001b[2J\n::error::src\ufffd.toml")"));
+
+    const auto diff = [&](std::string_view format) {
+      return testing::run_cli({"diff", base.root().string(), head.root(), "--format", std::string(format)});
+    };
+    const testing::CliRun diff_text = diff("text");
+    CHECK(diff_text.status == 1);
+    check_inert_text(diff_text);
+    CHECK(has(diff_text.out, "at catalogs/y\\x1b[2J\\n::error::src\\xfe.toml:"));
+    const testing::CliRun diff_markdown = diff("markdown");
+    CHECK(diff_markdown.status == 1);
+    check_inert_text(diff_markdown);
+    CHECK(has(diff_markdown.out, "`catalogs/y\\x1b[2J\\n::error::src\\xfe.toml:"));
+    const testing::CliRun diff_json = diff("json");
+    CHECK(diff_json.status == 1);
+    check_json(diff_json);
+    CHECK(has(diff_json.out, R"(catalogs/y\u001b[2J\n::error::src\ufffd.toml")"));
   }
 }
