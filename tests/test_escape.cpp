@@ -640,14 +640,21 @@ TEST_SUITE("escape") {
 
 TEST_SUITE("escape") {
   TEST_CASE("plan --graph: a hostile graph name stays inside its DOT string, code span and JSON string") {
-    const std::string graph = (testing::test_data() / "hostile" / "forgery" / "hostile.graph.toml").string();
+    // Graph names are identifiers: a build that rejects this name at load must say so inertly; one
+    // that loads it must keep it inside each format's string or span.
+    const std::string graph = (testing::test_data() / "hostile" / "forgery" / "hostile-name.graph.toml").string();
     const auto plan = [&](std::string_view format) {
       return testing::run_cli({"plan", "--root", testing::source_dir().string(), "--profile", "checked_cpu", "--graph",
                                graph, "--format", std::string(format)});
     };
     const testing::CliRun dot = plan("dot");
-    REQUIRE(dot.status == 0);
     check_inert_text(dot);
+    if (dot.status != 0) {
+      CHECK(dot.status == 2);
+      CHECK(has(dot.err, "hostile-name.graph.toml:3:"));
+      CHECK(has(dot.err, "<U+202E>"));
+      return;
+    }
     const std::string_view first = lines_of(dot.out).front();
     INFO(std::string(first));
     std::size_t quotes = 0;
@@ -668,6 +675,28 @@ TEST_SUITE("escape") {
     REQUIRE(json.status == 0);
     check_json(json);
     CHECK(has(json.out, R"("name":"g\"]; evil [label=\"x\n::error::graph forged\u001b[2J\u202e @octocat ``` <b>")"));
+  }
+
+  TEST_CASE("plan --graph: hostile payload values and nested keys render inert") {
+    const std::string graph = (testing::test_data() / "hostile" / "forgery" / "hostile-payload.graph.toml").string();
+    const auto plan = [&](std::string_view format) {
+      return testing::run_cli({"plan", "--root", testing::source_dir().string(), "--profile", "checked_cpu", "--graph",
+                               graph, "--format", std::string(format)});
+    };
+    const testing::CliRun text = plan("text");
+    REQUIRE(text.status == 0);
+    check_inert_text(text);
+    CHECK(has(text.out, "note=\"x\\n::error::payload forged\\u001B[2J<U+202E> @octocat\""));
+    CHECK(has(text.out, "meta={ k\\n::error::nested key forged<U+202E> = \"v\" }"));
+    const testing::CliRun json = plan("json");
+    REQUIRE(json.status == 0);
+    check_json(json);
+    CHECK(has(json.out, R"(k\n::error::nested key forged\u202e)"));
+    for (const std::string_view format : {"markdown", "dot"}) {
+      const testing::CliRun run = plan(format);
+      CHECK(run.status == 0);
+      check_inert_text(run);
+    }
   }
 
   TEST_CASE("run: a runtime error quoting input shows its controls visibly") {
