@@ -56,7 +56,6 @@ void append_hex(std::string& out, std::string_view prefix, unsigned value, int d
   out += buffer;
 }
 
-
 }  // namespace
 
 bool is_hidden_code_point(char32_t c) {
