@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "capsule/escape.hpp"
 #include "capsule/vocab.hpp"
 
 namespace capsule {
@@ -29,8 +30,10 @@ std::ostream& operator<<(std::ostream& out, const SourceLoc& where) {
 
 std::string render(const Diagnostic& diagnostic) {
   std::string out;
+  // Every part but the code and severity may quote input: each goes through text_escape, so the
+  // only line breaks are the ones placed here.
   if (!diagnostic.where.file.empty()) {
-    out += diagnostic.where.file;
+    out += text_escape(diagnostic.where.file);
     if (diagnostic.where.line != 0) {
       out += ':' + std::to_string(diagnostic.where.line) + ':' + std::to_string(diagnostic.where.column);
     }
@@ -40,9 +43,9 @@ std::string render(const Diagnostic& diagnostic) {
   out += '[';
   out += to_string(diagnostic.code);
   out += "]: ";
-  out += diagnostic.message;
-  for (const std::string& note : diagnostic.notes) out += "\n  note: " + note;
-  if (!diagnostic.help.empty()) out += "\n  help: " + diagnostic.help;
+  out += text_escape(diagnostic.message);
+  for (const std::string& note : diagnostic.notes) out += "\n  note: " + text_escape(note);
+  if (!diagnostic.help.empty()) out += "\n  help: " + text_escape(diagnostic.help);
   return out;
 }
 

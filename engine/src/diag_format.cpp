@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/lint.hpp"
 #include "capsule/text.hpp"
@@ -20,17 +21,12 @@ std::string full_message(const Diagnostic& d) {
   return out;
 }
 
-// GitHub workflow commands need %, CR and LF escaped in the message, and also , and : in properties.
-std::string github_escape(std::string_view text, bool property) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '%') out += "%25";
-    else if (c == '\r') out += "%0D";
-    else if (c == '\n') out += "%0A";
-    else if (property && c == ':') out += "%3A";
-    else if (property && c == ',') out += "%2C";
-    else out += c;
-  }
+/// The message, notes and help of a workflow command, each escaped on its own so that the only
+/// encoded line breaks (%0A) are the ones between them.
+std::string github_message(const Diagnostic& d) {
+  std::string out = github_escape(d.message, GithubField::Data);
+  for (const std::string& note : d.notes) out += "%0Anote: " + github_escape(note, GithubField::Data);
+  if (!d.help.empty()) out += "%0Ahelp: " + github_escape(d.help, GithubField::Data);
   return out;
 }
 
@@ -193,14 +189,14 @@ std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format
         std::vector<std::string> properties;
         if (!d.where.file.empty()) {
           const std::string relative = under_root(d.where.file, root);
-          properties.push_back("file=" + github_escape(relative.empty() ? d.where.file : relative, true));
+          properties.push_back("file=" + github_escape(relative.empty() ? d.where.file : relative, GithubField::Property));
         }
         if (d.where.line != 0) {
           properties.push_back(str("line=", d.where.line));
           properties.push_back(str("col=", d.where.column == 0 ? 1 : d.where.column));
         }
-        properties.push_back("title=" + github_escape(str("capsule ", to_string(d.code)), true));
-        out += join(properties, ",") + "::" + github_escape(full_message(d), false) + "\n";
+        properties.push_back("title=" + github_escape(str("capsule ", to_string(d.code)), GithubField::Property));
+        out += join(properties, ",") + "::" + github_message(d) + "\n";
       }
       return out;
     }

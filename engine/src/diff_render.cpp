@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The trust diff's three renderers: text for a terminal, markdown for a pull-request comment, JSON
-// for tools. Catalog text reaches markdown only through markdown_cell / markdown_code.
+// for tools. Every input-derived field (names, ids, paths, messages quoting them, reasons, owners,
+// revision labels) goes through its format's escaping function (capsule/escape.hpp): text_escape,
+// markdown_escape / markdown_code, or the JSON writer.
 #include "capsule/diff.hpp"
 
+#include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/text.hpp"
 #include "diff_internal.hpp"
@@ -66,53 +69,14 @@ std::string where_words(const SourceLoc& where, Side side) {
   return str(place, " (", side_words(side), ")");
 }
 
-/// Text from catalogs (names, reasons, summaries) made inert in a table cell: outside code spans,
-/// characters that would start a link, image, emphasis, entity or HTML tag are escaped, so a
-/// pull request cannot inject markup into the review summary. Code spans stay literal.
-std::string markdown_cell(std::string_view text) {
-  std::string out;
-  bool in_code = false;
-  for (const char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n') {
-      out += ' ';
-    } else if (c == '`') {
-      in_code = !in_code;
-      out += c;
-    } else if (in_code) {
-      out += c;
-    } else if (c == '<') {
-      out += "&lt;";
-    } else if (c == '>') {
-      out += "&gt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else if (c == '\\' || c == '*' || c == '_' || c == '[' || c == ']' || c == '!' || c == '~') {
-      out += '\\';
-      out += c;
-    } else {
-      out += c;
-    }
-  }
-  if (in_code) out += '`';  // close an unbalanced span so it cannot swallow the rest of the row
-  return out;
-}
-
-std::string markdown_code(std::string_view text) {
-  // A code span cannot hold a backtick or a pipe inside a table; such names are shown plain.
-  if (text.find('`') != std::string_view::npos || text.find('|') != std::string_view::npos) return markdown_cell(text);
-  return str("`", text, "`");
-}
-
 std::string markdown_what(const Change& c) {
-  std::string out = markdown_cell(c.message);
+  std::string out = markdown_escape(c.message);
   if (!c.before.empty() || !c.after.empty()) {
-    out += str("<br>", c.before.empty() ? "(none)" : markdown_cell(c.before), " → ",
-               c.after.empty() ? "(none)" : markdown_cell(c.after));
+    out += str("<br>", c.before.empty() ? "(none)" : markdown_escape(c.before), " → ",
+               c.after.empty() ? "(none)" : markdown_escape(c.after));
   }
-  for (const std::string& note : c.notes) out += "<br>note: " + markdown_cell(note);
-  if (c.waiver) out += "<br>**" + markdown_cell(waiver_words(*c.waiver)) + "**";
+  for (const std::string& note : c.notes) out += "<br>note: " + markdown_escape(note);
+  if (c.waiver) out += "<br>**" + markdown_escape(waiver_words(*c.waiver)) + "**";
   return out;
 }
 
@@ -175,12 +139,12 @@ void write_selection_json(JsonWriter& json, const Selection& s) {
 std::string render_text(const TrustDiff& diff) {
   const DiffCounts n = diff_counts(diff);
   const int status = n.failing == 0 ? 0 : 1;
-  std::string out = str("trust diff ", diff.base_label, " -> ", diff.head_label, ": ",
+  std::string out = str("trust diff ", text_escape(diff.base_label), " -> ", text_escape(diff.head_label), ": ",
                         diff.empty() ? std::string("no changes in meaning") : summary_words(n), "\n");
   out += str("result: ", status == 0 ? "passes" : "fails", " (exit ", status, ")", failing_words(diff, n), "\n");
   for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
-    out += str(side, " read: catalogs ", folder_words(folders->catalogs, "catalogs"), "; profiles ",
-               folder_words(folders->profiles, "profiles"), "\n");
+    out += str(side, " read: catalogs ", text_escape(folder_words(folders->catalogs, "catalogs")), "; profiles ",
+               text_escape(folder_words(folders->profiles, "profiles")), "\n");
   }
   for (const Direction direction : all_values<Direction>()) {
     bool header = false;
@@ -188,29 +152,35 @@ std::string render_text(const TrustDiff& diff) {
       if (c.direction != direction) continue;
       if (!header) out += str("\n", to_string(direction), " changes:\n");
       header = true;
-      out += str("  ", c.id, "\n    ", c.message, "\n");
+      out += str("  ", text_escape(c.id), "\n    ", text_escape(c.message), "\n");
       if (!c.before.empty() || !c.after.empty()) {
-        out += str("    ", c.before.empty() ? "(none)" : c.before, " -> ", c.after.empty() ? "(none)" : c.after, "\n");
+        out += str("    ", c.before.empty() ? "(none)" : text_escape(c.before), " -> ",
+                   c.after.empty() ? "(none)" : text_escape(c.after), "\n");
       }
-      for (const std::string& note : c.notes) out += str("    note: ", note, "\n");
-      if (c.waiver) out += str("    ", waiver_words(*c.waiver), "\n");
-      if (const std::string where = where_words(c.where, c.side); !where.empty()) out += str("    at ", where, "\n");
+      for (const std::string& note : c.notes) out += str("    note: ", text_escape(note), "\n");
+      if (c.waiver) out += str("    ", text_escape(waiver_words(*c.waiver)), "\n");
+      if (const std::string where = where_words(c.where, c.side); !where.empty()) {
+        out += str("    at ", text_escape(where), "\n");
+      }
     }
   }
   if (!diff.impacts.empty()) out += "\nimpact on plans:\n";
   for (const Impact& row : diff.impacts) {
-    out += str("  ", row.id, "\n    ", to_string(row.op), " under ", row.profile, ": ", row.message, "\n");
-    for (const std::string& failure : row.after.gate_failures) out += str("    gate: ", failure, "\n");
-    if (!row.caused_by.empty()) out += str("    caused by: ", join(row.caused_by, ", "), "\n");
-    if (row.waiver) out += str("    ", waiver_words(*row.waiver), row.covered_by_cause ? " (via its cause)" : "", "\n");
+    out += str("  ", text_escape(row.id), "\n    ", to_string(row.op), " under ", text_escape(row.profile), ": ",
+               text_escape(row.message), "\n");
+    for (const std::string& failure : row.after.gate_failures) out += str("    gate: ", text_escape(failure), "\n");
+    if (!row.caused_by.empty()) out += str("    caused by: ", text_escape(join(row.caused_by, ", ")), "\n");
+    if (row.waiver) {
+      out += str("    ", text_escape(waiver_words(*row.waiver)), row.covered_by_cause ? " (via its cause)" : "", "\n");
+    }
   }
   if (!diff.expired_waivers.empty() || !diff.unused_waivers.empty()) out += "\nwaivers:\n";
   for (const Waiver& w : diff.expired_waivers) {
-    out += str("  expired (fails): ", w.change, " accepted by ", w.accepted_by, ", expired ", format_date(w.expires),
-               " at ", location_words(w.where), "\n");
+    out += str("  expired (fails): ", text_escape(w.change), " accepted by ", text_escape(w.accepted_by), ", expired ",
+               format_date(w.expires), " at ", text_escape(location_words(w.where)), "\n");
   }
   for (const Waiver& w : diff.unused_waivers) {
-    out += str("  unused: ", w.change, " matches no change (", location_words(w.where), ")\n");
+    out += str("  unused: ", text_escape(w.change), " matches no change (", text_escape(location_words(w.where)), ")\n");
   }
   return out;
 }
@@ -218,7 +188,8 @@ std::string render_text(const TrustDiff& diff) {
 std::string render_markdown(const TrustDiff& diff) {
   const DiffCounts n = diff_counts(diff);
   const int status = n.failing == 0 ? 0 : 1;
-  std::string out = str("### Trust diff ", markdown_code(diff.base_label), " → ", markdown_code(diff.head_label), "\n\n");
+  std::string out = str("### Trust diff ", markdown_code(diff.base_label, MarkdownPlace::Inline), " → ",
+                        markdown_code(diff.head_label, MarkdownPlace::Inline), "\n\n");
   const std::string result =
       status == 0 ? "**Result: passes** (exit 0)" : str("**Result: fails** (exit 1", failing_words(diff, n), ")");
   if (diff.empty()) {
@@ -229,7 +200,7 @@ std::string render_markdown(const TrustDiff& diff) {
                " weakened) · ", n.waived, " waived\n");
   }
   const auto folder_cell = [](const std::string& folder, std::string_view kind) {
-    return folder.empty() ? markdown_cell(folder_words(folder, kind)) : markdown_code(folder);
+    return folder.empty() ? markdown_escape(folder_words(folder, kind)) : markdown_code(folder, MarkdownPlace::Inline);
   };
   out += "\n";
   for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
@@ -252,8 +223,8 @@ std::string render_markdown(const TrustDiff& diff) {
       std::string direction(to_string(row.direction));
       if (row.direction == Direction::Weakened) direction = row.waiver ? "weakened (waived)" : "**weakened**";
       out += str("| ", markdown_code(row.profile), " | ", markdown_code(to_string(row.op)), " | ",
-                 markdown_cell(selection_words(row.before, row.after)), " | ",
-                 markdown_cell(selection_words(row.after, row.before)), " | ",
+                 markdown_escape(selection_words(row.before, row.after)), " | ",
+                 markdown_escape(selection_words(row.after, row.before)), " | ",
                  direction, " | ", markdown_code(row.id), " |\n");
     }
   }
@@ -265,10 +236,10 @@ std::string render_markdown(const TrustDiff& diff) {
     out += "\n#### Waivers\n\n| waiver | state | accepted by | where |\n|---|---|---|---|\n";
     for (const Waiver& w : diff.expired_waivers) {
       out += str("| ", markdown_code(w.change), " | **expired ", format_date(w.expires), "** (fails) | ",
-                 markdown_cell(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
+                 markdown_escape(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
     }
     for (const Waiver& w : diff.unused_waivers) {
-      out += str("| ", markdown_code(w.change), " | unused | ", markdown_cell(w.accepted_by), " | ",
+      out += str("| ", markdown_code(w.change), " | unused | ", markdown_escape(w.accepted_by), " | ",
                  markdown_code(location_words(w.where)), " |\n");
     }
   }

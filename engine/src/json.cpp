@@ -3,35 +3,8 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 
 namespace capsule {
-
-std::string json_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (const char raw : text) {
-    const auto c = static_cast<unsigned char>(raw);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-          out += buffer;
-        } else {
-          out += raw;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 void JsonWriter::separate() {
   if (after_key_) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/planner.hpp"
 
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -75,16 +76,17 @@ const Capsule* choose(const KernelPolicy& policy, Op op, std::span<const Capsule
 }
 
 std::string PlanError::render() const {
-  std::string out = message;  // TorchLean's first line, unchanged
+  // TorchLean's first line, unchanged for plain input; every part that may quote input is escaped.
+  std::string out = text_escape(message);
   if (node_id) out += str("\n  at graph node ", *node_id);
   if (candidates.empty()) {
     out += str("\n  no capsule in the profile's modules implements ", to_string(op));
   }
   for (const CandidateVerdict& verdict : candidates) {
-    out += str("\n  candidate ", verdict.capsule->name, " (", to_string(verdict.capsule->provider), "/",
+    out += str("\n  candidate ", text_escape(verdict.capsule->name), " (", to_string(verdict.capsule->provider), "/",
                to_string(verdict.capsule->device), ", ", to_string(verdict.capsule->trust), ", vjp ",
                to_string(verdict.capsule->vjp), "):");
-    for (const std::string& reason : verdict.reasons) out += "\n    - " + reason;
+    for (const std::string& reason : verdict.reasons) out += "\n    - " + text_escape(reason);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/text.hpp"
 
@@ -98,28 +99,9 @@ std::string obligation_list(const std::vector<Obligation>& obligations) {
   return join(names, ", ");
 }
 
-std::string dot_escape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-std::string markdown_cell(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out;
-}
-
 std::string markdown_sources(std::span<const SourceFile> sources) {
   std::string out = "\n**Sources**\n\n| file | sha256 |\n|---|---|\n";
-  for (const SourceFile& s : sources) out += str("| `", markdown_cell(s.path), "` | `", s.sha256, "` |\n");
+  for (const SourceFile& s : sources) out += str("| ", markdown_code(s.path), " | ", markdown_code(s.sha256), " |\n");
   return out;
 }
 
@@ -135,14 +117,15 @@ std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
       out += str("| ", join(ids, ", "), " ");
     }
     const std::string trust = c.trust == Trust::TrustedExternal ? "**trusted-external**" : "checked";
-    out += str("| ", to_string(kernels[i].op), " | `", c.name, "` | ", to_string(c.provider), " | ", trust, " | ",
+    out += str("| ", to_string(kernels[i].op), " | ", markdown_code(c.name), " | ", to_string(c.provider), " | ", trust, " | ",
                to_string(c.vjp), " | ", to_string(c.numerical.reduction), " | ",
-               markdown_cell(evidence_label(c.contract(Obligation::Value).evidence)), " |\n");
+               markdown_escape(evidence_label(c.contract(Obligation::Value).evidence)), " |\n");
   }
   return out;
 }
 
 std::string markdown_contracts(std::span<const PlannedKernel> kernels) {
+  // detailed_lines are escaped text that starts with spaces and an op name, so none closes the fence.
   std::string out = "\n<details><summary>Contracts</summary>\n\n```text\n";
   for (const PlannedKernel& k : kernels) {
     for (const std::string& line : detailed_lines(k)) out += line + "\n";
@@ -188,7 +171,7 @@ std::string boundary_evidence_line(std::span<const PlannedKernel> kernels) {
 }
 
 std::string profile_summary(const Profile& profile) {
-  return str("profile=", profile.name, " device=", to_string(profile.policy.device),
+  return str("profile=", text_escape(profile.name), " device=", to_string(profile.policy.device),
              " assurance=", profile.policy.assurance.label(), " vjp=", to_string(profile.policy.vjp));
 }
 
@@ -203,35 +186,36 @@ std::string boundary_line(std::span<const PlannedKernel> kernels) {
 std::vector<std::string> detailed_lines(const PlannedKernel& kernel) {
   const Capsule& c = *kernel.capsule;
   std::vector<std::string> lines;
-  lines.push_back(str("  ", to_string(kernel.op), ": ", c.name, " provider=", to_string(c.provider),
+  lines.push_back(str("  ", to_string(kernel.op), ": ", text_escape(c.name), " provider=", to_string(c.provider),
                       " trust=", to_string(c.trust), " vjp=", to_string(c.vjp),
                       " reduction=", to_string(c.numerical.reduction)));
   for (const Obligation obligation : all_values<Obligation>()) {
     const ContractDescriptor& d = c.contract(obligation);
-    lines.push_back(str("    ", to_string(obligation), ": ", claim_label(d.claim), "; ", evidence_label(d.evidence)));
+    lines.push_back(str("    ", to_string(obligation), ": ", text_escape(claim_label(d.claim)), "; ",
+                        text_escape(evidence_label(d.evidence))));
   }
   return lines;
 }
 
 std::vector<std::string> plan_rows(const PlannedKernel& kernel) {
   const Capsule& c = *kernel.capsule;
-  return {str(to_string(kernel.op), " -> ", c.name),
+  return {str(to_string(kernel.op), " -> ", text_escape(c.name)),
           str("  provider ", to_string(c.provider), ", trust ", to_string(c.trust)),
           str("  reduction ", to_string(c.numerical.reduction)),
-          str("  value: ", evidence_label(c.contract(Obligation::Value).evidence))};
+          str("  value: ", text_escape(evidence_label(c.contract(Obligation::Value).evidence)))};
 }
 
 std::string group_line(const KernelGroup& group) {
   std::vector<std::string> ids;
   for (const std::uint32_t id : group.node_ids) ids.push_back(std::to_string(id));
-  return str("  #[", join(ids, ", "), "] ", to_string(group.op), " ", group.capsule->name);
+  return str("  #[", join(ids, ", "), "] ", to_string(group.op), " ", text_escape(group.capsule->name));
 }
 
 std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel) {
   const GraphNode& node = graph.nodes[kernel.node_index];
-  std::string out = str("  ", node.id, " ", node.kind);
-  for (const auto& [key, value] : node.payload) out += str(" ", key, "=", value);
-  return out + " -> " + kernel.capsule->name;
+  std::string out = str("  ", node.id, " ", text_escape(node.kind));
+  for (const auto& [key, value] : node.payload) out += str(" ", text_escape(key), "=", text_escape(value));
+  return out + " -> " + text_escape(kernel.capsule->name);
 }
 
 void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources) {
@@ -242,7 +226,7 @@ void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources) {
 
 std::string sources_block(std::span<const SourceFile> sources) {
   std::string out = "sources:";
-  for (const SourceFile& s : sources) out += str("\n  ", s.path, " sha256 ", s.sha256);
+  for (const SourceFile& s : sources) out += str("\n  ", text_escape(s.path), " sha256 ", text_escape(s.sha256));
   return out;
 }
 
@@ -263,7 +247,8 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
       return json.str() + "\n";
     }
     case ReportFormat::Markdown: {
-      std::string out = str("### Kernel plan under `", profile.name, "`\n\n`", profile_summary(profile), "`\n\n");
+      std::string out = str("### Kernel plan under ", markdown_code(profile.name, MarkdownPlace::Inline), "\n\n",
+                            markdown_code(profile_summary(profile), MarkdownPlace::Inline), "\n\n");
       out += boundary_markdown(kernels) + "\n" + boundary_evidence_markdown(kernels) + "\n";
       out += markdown_kernel_table(kernels, nullptr);
       out += markdown_contracts(kernels);
@@ -326,8 +311,9 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       return json.str() + "\n";
     }
     case ReportFormat::Markdown: {
-      std::string out = str("### Graph plan `", input.graph.name, "` under `", profile.name, "`\n\n`",
-                            profile_summary(profile), "`\n\n");
+      std::string out = str("### Graph plan ", markdown_code(input.graph.name, MarkdownPlace::Inline), " under ",
+                            markdown_code(profile.name, MarkdownPlace::Inline), "\n\n",
+                            markdown_code(profile_summary(profile), MarkdownPlace::Inline), "\n\n");
       out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "; kernels ",
                  input.plan.kernels.size(), ", groups ", input.groups.size(), "\n\n");
       out += boundary_markdown(group_plan) + "\n" + boundary_evidence_markdown(group_plan) + "\n";
@@ -345,13 +331,13 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
           {Provider::Libtorch, "#f2c7c7"},  {Provider::External, "#e0c8f0"}};
       std::map<std::uint32_t, const PlannedNodeKernel*> planned;
       for (const PlannedNodeKernel& k : input.plan.kernels) planned[k.node_id] = &k;
-      std::string out = str("digraph ", json_escape(input.graph.name.empty() ? "graph" : input.graph.name), " {\n");
+      std::string out = str("digraph \"", dot_escape(input.graph.name.empty() ? "graph" : input.graph.name), "\" {\n");
       out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
-      out += str("  label=", json_escape(profile_summary(profile)), ";\n  labelloc=t;\n");
+      out += str("  label=\"", dot_escape(profile_summary(profile)), "\";\n  labelloc=t;\n");
       for (const GraphNode& node : input.graph.nodes) {
         const auto it = planned.find(node.id);
         if (it == planned.end()) {
-          out += str("  n", node.id, " [label=", json_escape(str(node.id, " ", node.kind)),
+          out += str("  n", node.id, " [label=\"", dot_escape(str(node.id, " ", node.kind)), "\"",
                      ", shape=ellipse, fillcolor=\"#eeeeee\"];\n");
           continue;
         }
@@ -381,7 +367,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
         }
       }
       out += "  // sources\n";
-      for (const SourceFile& s : sources) out += str("  // ", s.path, " sha256 ", s.sha256, "\n");
+      for (const SourceFile& s : sources) out += str("  // ", text_escape(s.path), " sha256 ", text_escape(s.sha256), "\n");
       return out + "}\n";
     }
   }

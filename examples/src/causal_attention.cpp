@@ -3,6 +3,7 @@
 // fully blocked row all zeros; the common trick of replacing blocked scores with a finite
 // sentinel before a plain softmax leaks weight onto blocked keys (about 3.4e-14 with -30) and
 // turns a fully blocked row into a uniform one. Every number here is computed by session calls.
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 #include "common.hpp"
 
@@ -118,7 +119,7 @@ RuntimeStatus causal_attention(const Run& run) {
   }
 
   std::ostream& out = run.out;
-  out << "example causal_attention (TorchLean §10.15) under profile " << run.options.profile << "\n\n";
+  out << "example causal_attention (TorchLean §10.15) under profile " << text_escape(run.options.profile) << "\n\n";
   out << "scores:\n";
   for (const auto& r : rows_of(scores.value())) out << "  " << fixed_row(r) << "\n";
   out << "hard_masked_softmax with the causal mask (key j allowed iff j <= i):\n";

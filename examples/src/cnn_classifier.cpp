@@ -2,6 +2,7 @@
 // cnn_classifier: a small convolutional classifier trained with cross entropy to tell a horizontal
 // bar from a vertical one in 8×8 images. Tiny on purpose: it exercises conv, max_pool, the
 // flatten reshape and linear under a profile in a second or so.
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 #include "common.hpp"
 
@@ -52,7 +53,7 @@ RuntimeStatus cnn_classifier(const Run& run) {
   CAPSULE_TRY(const Graph graph, lower(model, {kImages, 1, kSide, kSide}, "cnn-classifier"));
   CAPSULE_CHECK(dump_graph(run, graph));
   if (!run.options.json) {
-    run.out << str("example cnn_classifier: ", model.describe(), " under profile ", run.options.profile, "\n",
+    run.out << str("example cnn_classifier: ", model.describe(), " under profile ", text_escape(run.options.profile), "\n",
                    "task: ", kImages, " 8x8 images, horizontal bar (class 0) or vertical bar (class 1); cross entropy, "
                    "Adam lr ", kLearningRate, ", ", kSteps, " full-batch steps\n\n");
   }

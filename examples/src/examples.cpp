@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdio>
 
+#include "capsule/escape.hpp"
 #include "capsule/report.hpp"
 #include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
@@ -83,8 +84,8 @@ RuntimeStatus dump_graph(const Run& run, const Graph& graph) {
   if (!run.options.json) {
     std::size_t planned = 0;
     for (const GraphNode& node : graph.nodes) planned += node.op ? 1U : 0U;
-    run.out << str("wrote graph `", graph.name, "` (", graph.nodes.size(), " nodes, ", planned, " with a kernel) to ",
-                   run.options.dump_graph->string(), "\n");
+    run.out << str("wrote graph `", text_escape(graph.name), "` (", graph.nodes.size(), " nodes, ", planned,
+                   " with a kernel) to ", text_escape(run.options.dump_graph->string()), "\n");
   }
   return std::monostate{};
 }

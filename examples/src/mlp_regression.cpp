@@ -3,6 +3,7 @@
 // The data is generated from a fixed seed, so every run and every profile sees the same numbers.
 #include <cmath>
 
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 #include "common.hpp"
 
@@ -49,7 +50,7 @@ RuntimeStatus mlp_regression(const Run& run) {
   CAPSULE_CHECK(dump_graph(run, graph));
   if (!run.options.json) {
     CAPSULE_TRY(const std::string report, plan_text(run, ops));
-    run.out << str("example mlp_regression: ", model.describe(), " under profile ", run.options.profile, "\n",
+    run.out << str("example mlp_regression: ", model.describe(), " under profile ", text_escape(run.options.profile), "\n",
                    "task: y = sin(2 x0) + 0.5 x1 x2 - 0.5 x3^2 + 0.25 on ", kSamples, " samples in [-1, 1]^4; Adam lr ",
                    kLearningRate, ", ", kSteps, " full-batch steps\n\n",
                    "plan for the ops training dispatches (forward, loss, VJP rules, optimizer):\n", report, "\n\n");

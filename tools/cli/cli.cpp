@@ -6,6 +6,8 @@
 
 #include "commands.hpp"
 
+#include "capsule/escape.hpp"
+
 namespace capsule::cli {
 namespace {
 
@@ -50,20 +52,21 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (command == "run") return cmd_run(rest, ctx);
     if (command == "diff") return cmd_diff(rest, ctx);
     const std::string nearest = nearest_name(command, {"lint", "list", "plan", "check", "explain", "run", "diff"});
-    err << "capsule: unknown command `" << command << "`"
+    err << "capsule: unknown command `" << text_escape(command) << "`"
         << (nearest.empty() ? std::string() : "; did you mean `" + nearest + "`?") << "\n\n"
         << kOverview;
     return kUsage;
   } catch (const UsageError& error) {
-    err << "capsule " << command << ": " << error.message << "\n";
+    err << "capsule " << text_escape(command) << ": " << text_escape(error.message) << "\n";
     return kUsage;
   } catch (const po::error& error) {
-    err << "capsule " << command << ": " << error.what() << " (see `capsule " << command << " --help`)\n";
+    err << "capsule " << text_escape(command) << ": " << text_escape(error.what()) << " (see `capsule "
+        << text_escape(command) << " --help`)\n";
     return kUsage;
   } catch (const std::exception& error) {
     // Nothing expected reaches here (the engine reports problems as values); if something does,
     // say so plainly instead of aborting.
-    err << "capsule " << command << ": unexpected failure: " << error.what() << "\n";
+    err << "capsule " << text_escape(command) << ": unexpected failure: " << text_escape(error.what()) << "\n";
     return kUsage;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 
 namespace capsule::cli {
@@ -70,9 +71,10 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
             .field("provider", p->policy.provider.label()).field("assurance", p->policy.assurance.label())
             .field("vjp", to_string(p->policy.vjp)).field("summary", p->summary).field("path", p->source.path).end_object();
       } else {
-        ctx.out << str(p->name, ": device=", to_string(p->policy.device), " provider=", p->policy.provider.label(),
-                       " assurance=", p->policy.assurance.label(), " vjp=", to_string(p->policy.vjp), "\n    ",
-                       p->summary, "\n");
+        ctx.out << str(text_escape(p->name), ": device=", to_string(p->policy.device),
+                       " provider=", text_escape(p->policy.provider.label()),
+                       " assurance=", text_escape(p->policy.assurance.label()), " vjp=", to_string(p->policy.vjp),
+                       "\n    ", text_escape(p->summary), "\n");
       }
     }
     out.end_array();
@@ -89,9 +91,9 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
               .field("reduction", to_string(c.numerical.reduction))
               .field("file", c.where.file).field("line", static_cast<std::int64_t>(c.where.line)).end_object();
         } else {
-          ctx.out << str(c.name, " op=", to_string(c.op), " provider=", to_string(c.provider), " device=",
+          ctx.out << str(text_escape(c.name), " op=", to_string(c.op), " provider=", to_string(c.provider), " device=",
                          to_string(c.device), " trust=", to_string(c.trust), " vjp=", to_string(c.vjp),
-                         " reduction=", to_string(c.numerical.reduction), " module=", m->name, "\n");
+                         " reduction=", to_string(c.numerical.reduction), " module=", text_escape(m->name), "\n");
         }
       }
     }

@@ -2,6 +2,7 @@
 // `capsule plan`, `check` and `explain`: plan under a profile, gate, and explain a choice.
 #include "commands.hpp"
 
+#include "capsule/escape.hpp"
 #include "capsule/gate.hpp"
 #include "capsule/json.hpp"
 #include "capsule/report.hpp"
@@ -103,7 +104,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance",
         {{"checked", AssurancePolicy::checked()}, {"external", AssurancePolicy::external()}});
   }
-  const std::string label = gate_policy.assurance.label();
+  const std::string label = text_escape(gate_policy.assurance.label());
 
   std::vector<SourceFile> sources = resolved.sources;
   if (inputs->graph) sources.push_back(inputs->graph->source);
@@ -133,12 +134,12 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     if (accepted) {
       const auto names = distinct_capsule_names(group_kernels(groups));
       ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
-      for (const std::string& name : names) ctx.out << "  " << name << "\n";
+      for (const std::string& name : names) ctx.out << "  " << text_escape(name) << "\n";
       ctx.out << sources_block(sources) << "\n";
       return kOk;
     }
     ctx.out << str("rejected under ", label, ":\n");
-    for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << f.message() << "\n";
+    for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
     ctx.out << sources_block(sources) << "\n";
     return kRejected;
   }
@@ -146,8 +147,8 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   // Seed 002's contract-check lines first, then any other gate failure, then the verdict.
   bool rejected = false;
   for (const ObligationReport& report : rejected_reports(gate_policy.assurance, kernels)) {
-    ctx.out << str(label, ": rejected ", report.capsule->name, " ", to_string(report.obligation), "\n  ",
-                   evidence_label(report.descriptor().evidence), "\n");
+    ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
+                   text_escape(evidence_label(report.descriptor().evidence)), "\n");
     rejected = true;
   }
   for (const PlannedKernel& k : kernels) {
@@ -156,7 +157,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     rejected = true;
     for (const AcceptanceFailure& f : verdict.error()) {
       if (f.kind != AcceptanceFailure::Kind::EvidenceRejected) {
-        ctx.out << str(label, ": gate rejected ", k.capsule->name, ": ", f.message(), "\n");
+        ctx.out << str(label, ": gate rejected ", text_escape(k.capsule->name), ": ", text_escape(f.message()), "\n");
       }
     }
   }
@@ -204,18 +205,18 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
     out.end_object();
     ctx.out << out.str() << "\n";
   } else {
-    ctx.out << profile_summary(*profile) << " provider=" << profile->policy.provider.label() << "\n";
+    ctx.out << profile_summary(*profile) << " provider=" << text_escape(profile->policy.provider.label()) << "\n";
     ctx.out << str("op ", to_string(op), ": ", verdicts.size(), " candidate", verdicts.size() == 1 ? "" : "s",
                    " in catalog order\n");
     for (const CandidateVerdict& v : verdicts) {
       const std::string status = v.chosen ? "chosen" : v.admissible ? "passed over" : "rejected";
-      ctx.out << str("  ", v.capsule->name, " (", to_string(v.capsule->provider), "/", to_string(v.capsule->device),
-                     ", ", to_string(v.capsule->trust), ", vjp ", to_string(v.capsule->vjp), "): ", status, "\n");
-      for (const std::string& reason : v.reasons) ctx.out << "    - " << reason << "\n";
-      for (const std::string& note : v.gate_notes) ctx.out << "    ! gate: " << note << "\n";
+      ctx.out << str("  ", text_escape(v.capsule->name), " (", to_string(v.capsule->provider), "/",
+                     to_string(v.capsule->device), ", ", to_string(v.capsule->trust), ", vjp ", to_string(v.capsule->vjp), "): ", status, "\n");
+      for (const std::string& reason : v.reasons) ctx.out << "    - " << text_escape(reason) << "\n";
+      for (const std::string& note : v.gate_notes) ctx.out << "    ! gate: " << text_escape(note) << "\n";
     }
     if (chosen != nullptr) {
-      ctx.out << str("result: ", to_string(op), " -> ", chosen->name, "\n");
+      ctx.out << str("result: ", to_string(op), " -> ", text_escape(chosen->name), "\n");
     } else {
       ctx.out << str("result: no admissible kernel capsule for op ", to_string(op), " on device ",
                      to_string(profile->policy.device), "\n");

@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "capsule/escape.hpp"
 #include "cli_support.hpp"
 
 namespace capsule::cli {
@@ -101,8 +102,8 @@ DataDirs data_dirs(const po::variables_map& vm, const Environment& env) {
 }
 
 std::string data_dirs_line(const DataDirs& dirs) {
-  return str("capsule: catalogs: ", folders_words(dirs.catalogs), " (", dirs.catalogs_from, "); profiles: ",
-             folders_words(dirs.profiles), " (", dirs.profiles_from, ")\n");
+  return str("capsule: catalogs: ", text_escape(folders_words(dirs.catalogs)), " (", text_escape(dirs.catalogs_from),
+             "); profiles: ", text_escape(folders_words(dirs.profiles)), " (", text_escape(dirs.profiles_from), ")\n");
 }
 
 }  // namespace capsule::cli

@@ -20,7 +20,9 @@ enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 /// - SARIF 2.1.0: one run whose driver lists every lint rule (capsule/lint.hpp) with its default
 ///   level, and one result per diagnostic;
 /// - GitHub: one `::error|warning|notice file=…,line=…,col=…,title=capsule RULE::message` command
-///   per diagnostic, with `%`, CR, LF (and `,`/`:` in properties) escaped.
+///   per diagnostic, each part through github_escape (capsule/escape.hpp): controls shown
+///   visibly, then `%`, CR, LF (and `,`/`:` in properties) encoded; notes follow as `%0Anote: …`.
+/// Text goes through text_escape, JSON and SARIF through json_escape (always valid UTF-8).
 /// `root` is the project root: SARIF names files under it relative to the base id `PROJECTROOT`
 /// and GitHub names them relative to it (as annotations need); other files keep absolute paths.
 std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version,

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "capsule/escape.hpp"  // json_escape: every string the writer emits
+
 namespace capsule {
 
 /// Writes compact JSON; the caller pairs begin/end calls, the writer places the commas.
@@ -44,8 +46,5 @@ class JsonWriter {
   std::vector<bool> first_;  // per open container: no element written yet
   bool after_key_ = false;
 };
-
-/// `text` as a quoted JSON string (RFC 8259 escapes; control characters as \u00XX).
-std::string json_escape(std::string_view text);
 
 }  // namespace capsule

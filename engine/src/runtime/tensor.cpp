@@ -6,6 +6,7 @@
 #include <limits>
 #include <new>
 
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -31,7 +32,15 @@ std::string_view to_string(RuntimeCode code) {
 }
 
 std::ostream& operator<<(std::ostream& out, const RuntimeError& error) {
-  return out << "error[" << to_string(error.code) << "]: " << error.message;
+  // A message may span lines (a planning failure lists its candidates); each line is escaped on
+  // its own so input it quotes shows its controls and bidi characters visibly.
+  out << "error[" << to_string(error.code) << "]: ";
+  std::string_view rest = error.message;
+  for (std::size_t end = rest.find('\n'); end != std::string_view::npos; end = rest.find('\n')) {
+    out << text_escape(rest.substr(0, end)) << '\n';
+    rest.remove_prefix(end + 1);
+  }
+  return out << text_escape(rest);
 }
 
 std::string_view to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "float64"; }
