@@ -6,7 +6,8 @@
 //     explained, gated and reported, alone and combined with the shipped modules;
 //   - a profile is resolved against the shipped catalogs and plans every op;
 //   - a graph is planned under the shipped `checked_cpu` profile, grouped, gated and reported.
-// Diagnostics are rendered in every format, so arbitrary bytes reach the escaping code too.
+// Diagnostics are rendered in every format, so arbitrary bytes reach the escaping code too, and
+// every rendered text must be inert (require_inert): a forged line or invalid UTF-8 is a crash.
 //
 // Every input also checks the nesting scan (capsule/toml_limits.hpp) against toml++, a
 // differential check: whenever the scan keeps a document within the limit and toml++ reads it,
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "capsule/diag_format.hpp"
+#include "capsule/escape.hpp"
 #include "capsule/gate.hpp"
 #include "capsule/load.hpp"
 #include "capsule/planner.hpp"
@@ -65,8 +67,45 @@ const ResolvedProfile* checked_cpu() {
   return resolved ? &*resolved : nullptr;
 }
 
+/// Aborts (a libFuzzer crash) unless `out` is inert whatever the input was (issue 8, report
+/// forgery): valid UTF-8; no control character but the newline; none of the hidden code points
+/// (bidi controls, zero-width characters, escape.hpp); and no line that GitHub's runner would
+/// read as a workflow command (`::` or `##[` after leading blanks), except the `::error`,
+/// `::warning` and `::notice` lines of the GitHub format itself.
+void require_inert(std::string_view out, bool github_commands = false) {
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < out.size();) {
+    const auto byte = static_cast<unsigned char>(out[i]);
+    std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || i + length > out.size()) std::abort();
+    char32_t code = length == 1 ? byte : length == 2 ? byte & 0x1fu : length == 3 ? byte & 0x0fu : byte & 0x07u;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(out[i + k]);
+      if ((next & 0xc0u) != 0x80u) std::abort();
+      code = (code << 6) | (next & 0x3fu);
+    }
+    const bool overlong = (length == 2 && code < 0x80) || (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
+    if (overlong || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) std::abort();
+    if ((code < 0x20 && code != '\n') || code == 0x7f || is_hidden_code_point(code)) std::abort();
+    if (i == line_start) {
+      std::size_t first = i;
+      while (first < out.size() && (out[first] == ' ' || out[first] == '\t')) ++first;
+      const std::string_view rest = out.substr(first);
+      const bool command = rest.starts_with("::") || rest.starts_with("##[");
+      const bool ours = github_commands && (rest.starts_with("::error ") || rest.starts_with("::warning ") ||
+                                            rest.starts_with("::notice "));
+      if (command && !ours) std::abort();
+    }
+    i += length;
+    if (code == '\n') line_start = i;
+  }
+}
+
 std::size_t sink = 0;  // keeps the optimiser from dropping rendered text
-void consume(const std::string& text) { sink += text.size(); }
+void consume(const std::string& text) {
+  require_inert(text);
+  sink += text.size();
+}
 void consume(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) consume(line);
 }
@@ -74,7 +113,9 @@ void consume(const std::vector<std::string>& lines) {
 void render_all(const Diagnostics& diagnostics) {
   consume(render(diagnostics));
   for (const DiagFormat format : {DiagFormat::Text, DiagFormat::Json, DiagFormat::Sarif, DiagFormat::Github}) {
-    consume(format_diagnostics(diagnostics, format, "fuzz"));
+    const std::string out = format_diagnostics(diagnostics, format, "fuzz");
+    require_inert(out, format == DiagFormat::Github);
+    sink += out.size();
   }
 }
 
