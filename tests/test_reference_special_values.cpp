@@ -337,6 +337,21 @@ TEST_SUITE("reference.vjps") {
     }
   }
 
+  TEST_CASE("attention's adjoint keeps a non-finite value at a blocked key out of the scores' gradient") {
+    // Key 2 is blocked for every query and its value is +inf: dW = g·vᵀ is inf there, and the
+    // softmax adjoint's Σ_j W·dW once took 0·inf = NaN into every entry of dq and dk.
+    const Tensor q = tensor({2, 1}, DType::F64, {0.5, -1});
+    const Tensor k = tensor({3, 1}, DType::F64, {1, 2, -1});
+    const Tensor v = tensor({3, 1}, DType::F64, {1, -2, kInf});
+    const Tensor mask = tensor({2, 3}, DType::F64, {1, 1, 0, 1, 1, 0});
+    const std::vector<Tensor> grads =
+        run_backward(Op::ScaledDotProductAttention, {q, k, v, mask}, tensor({2, 1}, DType::F64, {1, 1}));
+    for (std::size_t i = 0; i < 2; ++i) {
+      for (double x : values_of(grads[i])) CHECK_MESSAGE(std::isfinite(x), "input ", i, ": ", x);
+    }
+    CHECK(grads[1].at(2) == 0.0);  // the blocked key's own gradient
+  }
+
   TEST_CASE("tape: hard_masked_softmax's gradient is exactly 0 on blocked entries") {
     const Tensor scores = tensor({2, 3}, DType::F64, {kNaN, 1, kInf, 1, 2, kNaN});
     const Tensor mask = tensor({2, 3}, DType::F64, {1, 1, 0, 1, 1, 0});

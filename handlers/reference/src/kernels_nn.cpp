@@ -813,6 +813,13 @@ RuntimeResult<AttentionPlan> plan_attention(std::span<const Tensor> inputs, cons
   return p;
 }
 
+/// Whether query i may attend to key j: not past the diagonal under `causal`, and a nonzero mask.
+template <class T>
+bool attention_allowed(const AttentionPlan& p, const OpAttrs& attrs, const T* mask, std::int64_t i, std::int64_t j) {
+  if (attrs.causal && j > i) return false;
+  return mask == nullptr || mask[i * p.m + j] != T(0);
+}
+
 /// The attention weights of one batch entry: W = hard_masked_softmax(scale · q·kᵀ) [n, m].
 template <class T>
 void attention_weights(const AttentionPlan& p, const OpAttrs& attrs, const T* q, const T* k, const T* mask, T* w,
@@ -824,10 +831,7 @@ void attention_weights(const AttentionPlan& p, const OpAttrs& attrs, const T* q,
   const T scale = static_cast<T>(p.scale);
   for (T& s : scores) s = s * scale;
   for (std::int64_t i = 0; i < p.n; ++i) {
-    auto allowed = [&](std::int64_t j) {
-      if (attrs.causal && j > i) return false;
-      return mask == nullptr || mask[i * p.m + j] != T(0);
-    };
+    auto allowed = [&](std::int64_t j) { return attention_allowed(p, attrs, mask, i, j); };
     hard_masked_softmax_row(scores.data() + i * p.m, allowed, w + i * p.m, p.m);
   }
 }
@@ -873,19 +877,25 @@ RuntimeResult<std::vector<Tensor>> attention_backward(std::span<const Tensor> in
       const T* k = inputs[1].data<T>() + b * p.m * p.d;
       const T* v = inputs[2].data<T>() + b * p.m * p.dv;
       const T* g = grad_output.data<T>() + b * p.n * p.dv;
-      attention_weights(p, attrs, q, k, mask_for<T>(p, inputs, b), w.data(), scratch);
+      const T* mask = mask_for<T>(p, inputs, b);
+      attention_weights(p, attrs, q, k, mask, w.data(), scratch);
       transpose_into(w.data(), wt.data(), p.n, p.m);
       // dv = Wᵀ·g
       gemm_fixed_left(wt.data(), g, grads[2].mutable_data<T>() + b * p.m * p.dv, p.m, p.n, p.dv);
-      // dW = g·vᵀ, then the softmax adjoint dS = W ⊙ (dW − Σ_j W·dW), scaled once.
+      // dW = g·vᵀ, then the softmax adjoint dS = W ⊙ (dW − Σ_j W·dW), scaled once. A blocked
+      // key adds no term and gets exactly 0, as in hard_masked_softmax's adjoint.
       transpose_into(v, vt.data(), p.m, p.dv);
       gemm_fixed_left(g, vt.data(), dw.data(), p.n, p.dv, p.m);
       for (std::int64_t i = 0; i < p.n; ++i) {
         T* row = dw.data() + i * p.m;
         const T* wr = w.data() + i * p.m;
         T dot = T(0);
-        for (std::int64_t j = 0; j < p.m; ++j) dot = dot + wr[j] * row[j];
-        for (std::int64_t j = 0; j < p.m; ++j) row[j] = (wr[j] * (row[j] - dot)) * scale;
+        for (std::int64_t j = 0; j < p.m; ++j) {
+          if (attention_allowed(p, attrs, mask, i, j)) dot = dot + wr[j] * row[j];
+        }
+        for (std::int64_t j = 0; j < p.m; ++j) {
+          row[j] = attention_allowed(p, attrs, mask, i, j) ? (wr[j] * (row[j] - dot)) * scale : T(0);
+        }
       }
       // dq = dS·k and dk = dSᵀ·q.
       gemm_fixed_left(dw.data(), k, grads[0].mutable_data<T>() + b * p.n * p.d, p.n, p.m, p.d);
