@@ -12,6 +12,7 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "capsule/runtime/session.hpp"
+#include "capsule/text.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -280,6 +281,20 @@ TEST_SUITE("reference.values") {
         for (double v : values_of(run(Op::BernoulliMask, {}, attrs))) CHECK(v == p);
       }
     }
+  }
+}
+
+TEST_SUITE("reference.values") {
+  TEST_CASE("the special-values table names every op that has a reference handler") {
+    const std::string table = testing::read_text(testing::source_dir() / "docs" / "special-values.md");
+    int ops = 0;
+    for (int i = 0; i <= static_cast<int>(Op::Custom); ++i) {
+      const auto op = static_cast<Op>(i);
+      if (testing::reference_handlers().find(op, Provider::Reference, Device::Cpu) == nullptr) continue;
+      ++ops;
+      CHECK_MESSAGE(testing::has(table, str("`", to_string(op), "`")), to_string(op), " is missing from the table");
+    }
+    CHECK(ops == 53);
   }
 }
 
