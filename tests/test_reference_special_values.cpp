@@ -260,6 +260,53 @@ TEST_SUITE("reference.values") {
     CHECK_MESSAGE(!testing::has(summed.error().message, "-0.."), summed.error().message);
   }
 
+  TEST_CASE("pointwise ops follow the table at NaN, +-inf and +-0, forward and backward") {
+    // Inputs NaN, +inf, -inf, -0, +0; expected y and dx for g = 1 (docs/special-values.md).
+    struct Row {
+      Op op;
+      std::vector<double> y;
+      std::vector<double> dx;
+    };
+    const std::vector<Row> rows{
+        {Op::Neg, {kNaN, -kInf, kInf, 0.0, -0.0}, {-1, -1, -1, -1, -1}},
+        {Op::Abs, {kNaN, kInf, kInf, 0.0, 0.0}, {kNaN, 1, -1, 0, 0}},
+        {Op::Relu, {kNaN, kInf, 0, 0, 0}, {kNaN, 1, 0, 0, 0}},
+        {Op::Sqrt, {kNaN, kInf, kNaN, -0.0, 0.0}, {kNaN, 0, kNaN, -kInf, kInf}},
+        {Op::Exp, {kNaN, kInf, 0, 1, 1}, {kNaN, kInf, 0, 1, 1}},
+        {Op::Log, {kNaN, kInf, kNaN, -kInf, -kInf}, {kNaN, 0, -0.0, -kInf, kInf}},
+        {Op::Inv, {kNaN, 0.0, -0.0, -kInf, kInf}, {kNaN, -0.0, -0.0, -kInf, -kInf}},
+        {Op::Tanh, {kNaN, 1, -1, -0.0, 0.0}, {kNaN, 0, 0, 1, 1}},
+        {Op::Sigmoid, {kNaN, 1, 0, 0.5, 0.5}, {kNaN, 0, 0, 0.25, 0.25}},
+        {Op::Softplus, {kNaN, kInf, 0, std::log(2.0), std::log(2.0)}, {kNaN, 1, 0, 0.5, 0.5}},
+        {Op::Gelu, {kNaN, kInf, kNaN, -0.0, 0.0}, {kNaN, kNaN, kNaN, 0.5, 0.5}},
+        {Op::Silu, {kNaN, kInf, kNaN, -0.0, 0.0}, {kNaN, kNaN, kNaN, 0.5, 0.5}},
+        {Op::Sin, {kNaN, kNaN, kNaN, -0.0, 0.0}, {kNaN, kNaN, kNaN, 1, 1}},
+        {Op::Cos, {kNaN, kNaN, kNaN, 1, 1}, {kNaN, kNaN, kNaN, 0.0, -0.0}},
+    };
+    for (DType dtype : {DType::F32, DType::F64}) {
+      CAPTURE(to_string(dtype));
+      const Tensor x = tensor({5}, dtype, {kNaN, kInf, -kInf, -0.0, 0.0});
+      const Tensor g = tensor({5}, dtype, {1, 1, 1, 1, 1});
+      for (const Row& row : rows) {
+        CAPTURE(to_string(row.op));
+        expect_close(run(row.op, {x}), row.y, 1e-6);
+        const std::vector<Tensor> dx = run_backward(row.op, {x}, g);
+        expect_close(dx[0], row.dx, 1e-6);
+        // Signed zeros are part of the row: compare them exactly.
+        for (std::size_t i = 0; i < row.y.size(); ++i) {
+          if (row.y[i] != 0) continue;
+          CHECK(std::signbit(run(row.op, {x}).at(static_cast<std::int64_t>(i))) == std::signbit(row.y[i]));
+        }
+      }
+      // A denormal is an ordinary number: no flush to zero.
+      const double tiny = dtype == DType::F32 ? 1e-40 : 1e-310;
+      const Tensor d = tensor({1}, dtype, {tiny});
+      CHECK(run(Op::Neg, {d}).at(0) == -tensor({1}, dtype, {tiny}).at(0));
+      CHECK(std::isfinite(run(Op::Log, {d}).at(0)));
+      CHECK(run(Op::Relu, {d}).at(0) > 0);
+    }
+  }
+
   TEST_CASE("bernoulli_mask equals rand_uniform < p when p falls between 24-bit draws") {
     OpAttrs attrs;
     attrs.shape = {256};
