@@ -141,6 +141,7 @@ TEST_SUITE("reference.values") {
     }
     // LibTorch's float32 layer_norm is 6.7e-6 from float64 here; a one-pass float32 mean was 1.7e-4.
     CHECK_MESSAGE(worst < 8e-6, "worst |float32 - float64| = " << worst);
+    MESSAGE("layer_norm float32 on 1,000 values in [99, 101]: worst |float32 - float64| = " << worst);
   }
 
   TEST_CASE("layer_norm and batch_norm normalise rows whose squares overflow") {
