@@ -144,7 +144,7 @@ TEST_SUITE("reference.values") {
     MESSAGE("layer_norm float32 on 1,000 values in [99, 101]: worst |float32 - float64| = " << worst);
   }
 
-  TEST_CASE("layer_norm and batch_norm normalise rows whose squares overflow") {
+  TEST_CASE("layer_norm and batch_norm normalise rows whose sums or squares overflow") {
     // mean 2.5e19, σ = 8.29e19: x̂ = (x − mean)/σ; the squares 5.6e39 overflow float32.
     const std::vector<double> want{0.90453403373329, -1.50755672288882, 0.90453403373329, -0.30151134457776};
     for (DType dtype : {DType::F32, DType::F64}) {
@@ -157,6 +157,10 @@ TEST_SUITE("reference.values") {
       expect_close(run(Op::BatchNorm, {bx}), want, dtype == DType::F32 ? 1e-6 : 1e-12);
       const std::vector<Tensor> g = run_backward(Op::LayerNorm, {x}, tensor({1, 4}, dtype, {1, -2, 0.5, 3}));
       for (double v : values_of(g[0])) CHECK(std::isfinite(v));
+      // Near the largest finite value even the sum overflows: the same normalised values.
+      const double huge = dtype == DType::F32 ? 3e38 : 1.5e308;
+      const Tensor h = tensor({1, 4}, dtype, {huge, huge, -huge, 0});
+      expect_close(run(Op::LayerNorm, {h}), {want[0], want[2], want[1], want[3]}, dtype == DType::F32 ? 1e-6 : 1e-12);
     }
   }
 

@@ -545,48 +545,61 @@ RuntimeStatus expect_affine(std::string_view op, std::span<const Tensor> inputs,
   return std::monostate{};
 }
 
+/// The statistics of one normalisation group, on the group scaled by 2^-shift (exact): the
+/// normalised value of element x is (ldexp(x, -shift) − mean)·rstd, and the true 1/σ is
+/// ldexp(rstd, -shift).
+template <class T>
+struct GroupStats {
+  int shift = 0;
+  T mean = T(0);
+  T rstd = T(0);
+
+  T xhat(T x) const { return (std::ldexp(x, -shift) - mean) * rstd; }
+  T true_rstd() const { return std::ldexp(rstd, -shift); }
+};
+
 /// A normalisation group: `count` elements at offsets at(e), each with its affine index aff(e).
 /// Every sum is fixed-left in e order; the arithmetic avoids cancellation and overflow:
+/// - scale: when the largest magnitude is at least 1, the group is scaled by a power of two
+///   (exact) so that it lies within ±1; sums and squares then cannot overflow (a float32 row
+///   such as {1e20, -1e20, 1e20, 0} squares to 5.6e39 and used to normalise to all zeros), and
+///   every later step commutes with the scaling, so it changes no bit unless an element or eps
+///   falls into the denormal range once scaled;
 /// - mean: Σx/n, then corrected by the mean of the residuals Σ(x − mean)/n. A float32 sum of
 ///   1,000 values near 100 is off by ~1e-4 relative to the spread; the residuals are small and
-///   nearly exact, so the corrected mean is accurate to a few ulps of the spread.
-/// - variance: the centred squares Σ(x − mean)², each deviation first scaled by 2^-k (exact) so
-///   that its largest magnitude is below 1 when it exceeds 1, and the scale restored in rstd. A
-///   row such as {1e20, -1e20, 1e20, 0} in float32 would otherwise square to inf and normalise
-///   to all zeros.
+///   nearly exact, so the corrected mean is accurate to a few ulps of the spread;
+/// - variance: the centred squares Σ(x − mean)²/n (two passes, no cancelling formula).
 /// NaN or ±inf in a group makes the whole group NaN (IEEE propagation, as LibTorch).
 template <class T, class At>
-void group_stats(const T* x, std::int64_t count, At at, T eps, T& mean, T& rstd) {
+GroupStats<T> group_stats(const T* x, std::int64_t count, At at, T eps) {
+  GroupStats<T> s;
+  T largest = T(0);
+  for (std::int64_t e = 0; e < count; ++e) largest = std::max(largest, std::abs(x[at(e)]));
+  if (std::isfinite(largest) && largest >= T(1)) (void)std::frexp(largest, &s.shift);
+  auto scaled = [&](std::int64_t e) { return std::ldexp(x[at(e)], -s.shift); };
   const T n = static_cast<T>(count);
   T sum = T(0);
-  for (std::int64_t e = 0; e < count; ++e) sum = sum + x[at(e)];
-  mean = sum / n;
-  if (std::isfinite(mean)) {
-    T residual = T(0);
-    for (std::int64_t e = 0; e < count; ++e) residual = residual + (x[at(e)] - mean);
-    mean = mean + residual / n;
-  }
-  T spread = T(0);
-  for (std::int64_t e = 0; e < count; ++e) spread = std::max(spread, std::abs(x[at(e)] - mean));
-  int k = 0;
-  if (std::isfinite(spread) && spread >= T(1)) (void)std::frexp(spread, &k);
-  T scaled = T(0);
+  for (std::int64_t e = 0; e < count; ++e) sum = sum + scaled(e);
+  s.mean = sum / n;
+  T residual = T(0);
+  for (std::int64_t e = 0; e < count; ++e) residual = residual + (scaled(e) - s.mean);
+  s.mean = s.mean + residual / n;
+  T squares = T(0);
   for (std::int64_t e = 0; e < count; ++e) {
-    const T d = std::ldexp(x[at(e)] - mean, -k);
-    scaled = scaled + d * d;
+    const T d = scaled(e) - s.mean;
+    squares = squares + d * d;
   }
-  // var = 4^k·scaled/n, so 1/sqrt(var + eps) = 2^-k / sqrt(scaled/n + eps·4^-k).
-  rstd = std::ldexp(T(1) / std::sqrt(scaled / n + std::ldexp(eps, -2 * k)), -k);
+  // var = 4^shift·squares/n, so 1/sqrt(var + eps) = 2^-shift / sqrt(squares/n + eps·4^-shift).
+  s.rstd = T(1) / std::sqrt(squares / n + std::ldexp(eps, -2 * s.shift));
+  return s;
 }
 
 template <class T, class At, class Aff>
 void group_forward(const T* x, T* y, std::int64_t count, At at, Aff aff, T eps, const T* gamma, const T* beta) {
   if (count == 0) return;
-  T mean;
-  T rstd;
-  group_stats(x, count, at, eps, mean, rstd);
+  const GroupStats<T> s = group_stats(x, count, at, eps);
   for (std::int64_t e = 0; e < count; ++e) {
-    T v = (x[at(e)] - mean) * rstd;
+    T v = s.xhat(x[at(e)]);
     if (gamma != nullptr) v = v * gamma[aff(e)];
     if (beta != nullptr) v = v + beta[aff(e)];
     y[at(e)] = v;
@@ -598,13 +611,11 @@ template <class T, class At, class Aff>
 void group_backward(const T* x, const T* g, T* dx, std::int64_t count, At at, Aff aff, T eps, const T* gamma,
                     T* dgamma, T* dbeta) {
   if (count == 0) return;
-  T mean;
-  T rstd;
-  group_stats(x, count, at, eps, mean, rstd);
+  const GroupStats<T> s = group_stats(x, count, at, eps);
   T sum_d = T(0);
   T sum_dx = T(0);
   for (std::int64_t e = 0; e < count; ++e) {
-    const T xhat = (x[at(e)] - mean) * rstd;
+    const T xhat = s.xhat(x[at(e)]);
     const T dxhat = gamma != nullptr ? g[at(e)] * gamma[aff(e)] : g[at(e)];
     sum_d = sum_d + dxhat;
     sum_dx = sum_dx + dxhat * xhat;
@@ -613,8 +624,9 @@ void group_backward(const T* x, const T* g, T* dx, std::int64_t count, At at, Af
   }
   const T mean_d = sum_d / static_cast<T>(count);
   const T mean_dx = sum_dx / static_cast<T>(count);
+  const T rstd = s.true_rstd();
   for (std::int64_t e = 0; e < count; ++e) {
-    const T xhat = (x[at(e)] - mean) * rstd;
+    const T xhat = s.xhat(x[at(e)]);
     const T dxhat = gamma != nullptr ? g[at(e)] * gamma[aff(e)] : g[at(e)];
     dx[at(e)] = rstd * (dxhat - mean_d - xhat * mean_dx);
   }
