@@ -188,8 +188,8 @@ TEST_SUITE("reference.values") {
       expect_values(run_backward(Op::Clamp, {x}, g, clamp)[0], {4}, {0, 1, 1, 0});
       OpAttrs eps;
       eps.eps = 0.5;
-      // 1/x strictly above eps, 0 at and below it.
-      expect_values(run_backward(Op::SafeLog, {x}, g, eps)[0], {4}, {0, 0, 0, 0.5});
+      // 1/x at and above eps (the right-hand derivative at the clamp point, as LibTorch), 0 below.
+      expect_values(run_backward(Op::SafeLog, {x}, g, eps)[0], {4}, {0, 0, 2, 0.5});
       expect_values(run_backward(Op::Gelu, {tensor({1}, dt, {0})}, tensor({1}, dt, {1}))[0], {1}, {0.5});
     }
   }
@@ -535,7 +535,9 @@ TEST_SUITE("reference.values") {
     expect_error(forward(Op::Softmax, {x}, with_axis(2)), RuntimeCode::InvalidArgument,
                  {"softmax", "axis 2", "rank 2"});
     expect_error(forward(Op::LogSoftmax, {x}, with_axis(-3)), RuntimeCode::InvalidArgument, {"log_softmax", "-3"});
-    expect_error(forward(Op::Softmax, {tensor({}, DType::F64, {1})}), RuntimeCode::InvalidArgument, {"softmax"});
+    // A rank-0 tensor is one lane of one entry along axis -1 or 0; any other axis is an error.
+    expect_error(forward(Op::Softmax, {tensor({}, DType::F64, {1})}, with_axis(1)), RuntimeCode::InvalidArgument,
+                 {"softmax", "axis 1", "expected -1 or 0"});
     OpAttrs reduce;
     reduce.axes = {0, -2};
     expect_error(forward(Op::ReduceSum, {x}, reduce), RuntimeCode::InvalidArgument, {"reduce_sum", "twice"});

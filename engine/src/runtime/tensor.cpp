@@ -245,6 +245,11 @@ RuntimeStatus expect_rank(std::string_view op, std::string_view operand, const T
 RuntimeResult<std::size_t> normalize_axis(std::string_view op, std::int64_t axis, std::size_t rank) {
   const auto r = static_cast<std::int64_t>(rank);
   const std::int64_t normalized = axis < 0 ? axis + r : axis;
+  if (rank == 0) {  // "-0..-1" would read as a range; say what is true instead
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(op, ": axis ", axis,
+                             " is out of range for rank 0; expected no axis (a rank-0 tensor has none)"));
+  }
   if (normalized < 0 || normalized >= r) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str(op, ": axis ", axis, " is out of range for rank ", rank, "; expected -", rank, "..",

@@ -62,12 +62,20 @@ RuntimeResult<Tensor> sum_to(VjpDispatch& d, const Tensor& g, const Shape& shape
   return d.op(Op::Reshape, {summed}, with_shape(shape));
 }
 
-/// y·(g − Σ_axis g·y), the softmax VJP; blocked entries of a hard-masked softmax have y = 0 and
-/// so get exactly 0.
+/// The reduce_sum axes of a softmax-family VJP: the softmax axis, or every axis (none) for a
+/// rank-0 tensor, which the softmax family treats as one lane of one entry.
+RuntimeResult<std::vector<std::int64_t>> softmax_vjp_axes(std::string_view what, std::int64_t axis,
+                                                          std::size_t rank) {
+  if (rank == 0) return std::vector<std::int64_t>{};
+  CAPSULE_TRY(std::size_t a, normalize_axis(what, axis, rank));
+  return std::vector<std::int64_t>{static_cast<std::int64_t>(a)};
+}
+
+/// y·(g − Σ_axis g·y), the softmax VJP.
 RuntimeResult<Tensor> softmax_vjp(VjpDispatch& d, const Tensor& y, const Tensor& g, std::int64_t axis) {
-  CAPSULE_TRY(std::size_t a, normalize_axis("softmax VJP", axis, y.rank()));
+  CAPSULE_TRY(std::vector<std::int64_t> axes, softmax_vjp_axes("softmax VJP", axis, y.rank()));
   CAPSULE_TRY(Tensor gy, d.op(Op::Mul, {g, y}));
-  CAPSULE_TRY(Tensor s, d.op(Op::ReduceSum, {gy}, with_axes({static_cast<std::int64_t>(a)}, true)));
+  CAPSULE_TRY(Tensor s, d.op(Op::ReduceSum, {gy}, with_axes(std::move(axes), true)));
   CAPSULE_TRY(Tensor sb, broadcast_to(d, s, y.shape()));
   CAPSULE_TRY(Tensor centered, d.op(Op::Sub, {g, sb}));
   return d.op(Op::Mul, {y, centered});
@@ -90,9 +98,9 @@ RuntimeResult<Grads> unary(const VjpCall& c, RuntimeResult<Tensor> gx) {
 }
 
 RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
-  // Selections (relu, abs, clamp, max, min, safe_log), erf-based gelu, windows (conv, pools),
-  // fused statistics (norms, distill) and attention: the adjoint kernel of the capsule's own
-  // handler supplies the local VJP.
+  // Selections (relu, abs, clamp, max, min, safe_log, hard_masked_softmax), erf-based gelu, the
+  // range-safe quotient rule of div, windows (conv, pools), fused statistics (norms, distill) and
+  // attention: the adjoint kernel of the capsule's own handler supplies the local VJP.
   if (vjp_rule_uses_adjoint(c.op)) return d.adjoint();
   const Tensor& g = *c.grad;
   const Tensor& y = *c.output;
@@ -108,15 +116,6 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
       Grads out(2);
       if (c.needs_grad(0)) { CAPSULE_TRY(out[0], d.op(Op::Mul, {g, in(1)})); }
       if (c.needs_grad(1)) { CAPSULE_TRY(out[1], d.op(Op::Mul, {g, in(0)})); }
-      return out;
-    }
-    case Op::Div: {  // y = a / b: da = g / b, db = −(g / b)·y
-      CAPSULE_TRY(Tensor ga, d.op(Op::Div, {g, in(1)}));
-      Grads out{ga, Tensor()};
-      if (c.needs_grad(1)) {
-        CAPSULE_TRY(Tensor gy, d.op(Op::Mul, {ga, y}));
-        CAPSULE_TRY(out[1], d.op(Op::Neg, {gy}));
-      }
       return out;
     }
     case Op::Neg: return unary(c, d.op(Op::Neg, {g}));
@@ -167,13 +166,9 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
       return unary(c, d.op(Op::Mul, {g, slope}));
     }
     case Op::Softmax: return unary(c, softmax_vjp(d, y, g, attrs.axis));
-    case Op::HardMaskedSoftmax: {
-      CAPSULE_TRY(Tensor gs, softmax_vjp(d, y, g, attrs.axis));
-      return Grads{gs, Tensor()};
-    }
     case Op::LogSoftmax: {  // g − softmax(x)·Σ_axis g, with softmax(x) = exp(y)
-      CAPSULE_TRY(std::size_t a, normalize_axis("log_softmax VJP", attrs.axis, y.rank()));
-      CAPSULE_TRY(Tensor s, d.op(Op::ReduceSum, {g}, with_axes({static_cast<std::int64_t>(a)}, true)));
+      CAPSULE_TRY(std::vector<std::int64_t> axes, softmax_vjp_axes("log_softmax VJP", attrs.axis, y.rank()));
+      CAPSULE_TRY(Tensor s, d.op(Op::ReduceSum, {g}, with_axes(std::move(axes), true)));
       CAPSULE_TRY(Tensor sb, broadcast_to(d, s, y.shape()));
       CAPSULE_TRY(Tensor p, d.op(Op::Exp, {y}));
       CAPSULE_TRY(Tensor ps, d.op(Op::Mul, {p, sb}));
@@ -269,7 +264,9 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
       const Tensor& w = in(1);
       const std::int64_t features_in = w.dim(1);
       const std::int64_t features_out = w.dim(0);
-      const std::int64_t rows = features_in == 0 ? 0 : x.numel() / features_in;
+      // The product of x's leading dims, not numel / in: with in = 0 there may still be rows.
+      std::int64_t rows = 1;
+      for (std::size_t i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
       OpAttrs g2_shape;
       g2_shape.shape = {rows, features_out};
       CAPSULE_TRY(Tensor g2, d.op(Op::Reshape, {g}, g2_shape));
@@ -343,6 +340,12 @@ bool vjp_rule_uses_adjoint(Op op) {
     case Op::Min:
     case Op::Gelu:
     case Op::SafeLog:
+    // A blocked entry's gradient is exactly 0 even when the row's sum is NaN or infinite; a
+    // composition y·(g − Σ g·y) would give 0·NaN = NaN there.
+    case Op::HardMaskedSoftmax:
+    // −g·a/b² needs exponent scaling to stay finite where the true value is (a tiny b, an
+    // infinite a), which no op of the vocabulary composes.
+    case Op::Div:
     case Op::Distill:
     case Op::LayerNorm:
     case Op::BatchNorm:
@@ -363,7 +366,6 @@ std::vector<Op> vjp_rule_ops(Op op) {
   switch (op) {
     case Op::Sub: with({Op::Neg}); break;
     case Op::Mul: with({Op::Mul}); break;
-    case Op::Div: with({Op::Div, Op::Mul, Op::Neg}); break;
     case Op::Neg: with({Op::Neg}); break;
     case Op::Scale: with({Op::Scale}); break;
     case Op::Exp: with({Op::Mul}); break;
@@ -376,8 +378,7 @@ std::vector<Op> vjp_rule_ops(Op op) {
     case Op::Sigmoid: with({Op::Mul, Op::Sub}); break;
     case Op::Softplus: with({Op::Sigmoid, Op::Mul}); break;
     case Op::Silu: with({Op::Sigmoid, Op::Sub, Op::Mul, Op::Add}); break;
-    case Op::Softmax:
-    case Op::HardMaskedSoftmax: with({Op::Mul, Op::ReduceSum, Op::Broadcast, Op::Sub}); break;
+    case Op::Softmax: with({Op::Mul, Op::ReduceSum, Op::Broadcast, Op::Sub}); break;
     case Op::LogSoftmax: with({Op::ReduceSum, Op::Broadcast, Op::Exp, Op::Mul, Op::Sub}); break;
     case Op::ReduceSum: with({Op::Reshape, Op::Broadcast}); break;
     case Op::ReduceMean: with({Op::Reshape, Op::Broadcast, Op::Scale}); break;

@@ -22,6 +22,26 @@ namespace {
 using Inputs = std::span<const Tensor>;
 using Grads = RuntimeResult<std::vector<Tensor>>;
 
+/// The adjoint of a / b with respect to b, −g·a/b², without an intermediate that overflows or
+/// underflows where the result is finite. Each finite nonzero operand is split into a significand
+/// in [0.5, 1) and a power of two (exact), the significands are combined (magnitude within
+/// [0.25, 4], so nothing leaves the range) and the exponents are added as integers; ldexp rounds
+/// once at the end. Zeros, infinities and NaN take LibTorch's order, −g·((a/b)/b), which gives
+/// IEEE's answer there (±inf at b = 0, NaN for 0·inf).
+template <class T>
+T quotient_b_adjoint(T a, T b, T g) {
+  if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(g) || a == T(0) || b == T(0) || g == T(0)) {
+    return -(g * ((a / b) / b));
+  }
+  int ea = 0;
+  int eb = 0;
+  int eg = 0;
+  const T ma = std::frexp(a, &ea);
+  const T mb = std::frexp(b, &eb);
+  const T mg = std::frexp(g, &eg);
+  return std::ldexp(-((mg * ma) / (mb * mb)), eg + ea - 2 * eb);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Binary elementwise ops: (a, b) of equal shapes.
 
@@ -41,22 +61,26 @@ struct DivFn {
   template <class T> static T f(T a, T b) { return a / b; }
   template <class T> static void df(T a, T b, T g, T& ga, T& gb) {
     ga = g / b;
-    gb = -(g * a) / (b * b);
+    gb = quotient_b_adjoint(a, b, g);
   }
 };
-// Ties send the whole gradient to `a` (op_args.hpp), so exactly one operand receives it.
+// max and min propagate a NaN from either operand (IEEE's maximum, as LibTorch): a NaN `a` wins,
+// else a NaN `b`. Ties (including -0 against +0) select `a` and send it the whole gradient
+// (op_args.hpp); a NaN output routes the gradient to the NaN operand it came from.
 struct MaxFn {
-  template <class T> static T f(T a, T b) { return a >= b ? a : b; }
+  template <class T> static bool takes_a(T a, T b) { return std::isnan(a) || (!std::isnan(b) && a >= b); }
+  template <class T> static T f(T a, T b) { return takes_a(a, b) ? a : b; }
   template <class T> static void df(T a, T b, T g, T& ga, T& gb) {
-    const bool to_a = a >= b;
+    const bool to_a = takes_a(a, b);
     ga = to_a ? g : T(0);
     gb = to_a ? T(0) : g;
   }
 };
 struct MinFn {
-  template <class T> static T f(T a, T b) { return a <= b ? a : b; }
+  template <class T> static bool takes_a(T a, T b) { return std::isnan(a) || (!std::isnan(b) && a <= b); }
+  template <class T> static T f(T a, T b) { return takes_a(a, b) ? a : b; }
   template <class T> static void df(T a, T b, T g, T& ga, T& gb) {
-    const bool to_a = a <= b;
+    const bool to_a = takes_a(a, b);
     ga = to_a ? g : T(0);
     gb = to_a ? T(0) : g;
   }
@@ -118,10 +142,11 @@ T stable_sigmoid(T x) {
   return e / (T(1) + e);
 }
 
-/// Φ(x), the standard normal CDF, in erf form.
+/// Φ(x), the standard normal CDF, as erfc(−x/√2)/2: the same function as (1 + erf(x/√2))/2
+/// without its cancellation for negative x (7 float32 ulps at x = −2 in gelu).
 template <class T>
 T normal_cdf(T x) {
-  return T(0.5) * (T(1) + std::erf(x * T(1.0 / std::numbers::sqrt2)));
+  return T(0.5) * std::erfc(-x * T(1.0 / std::numbers::sqrt2));
 }
 
 struct NegFn {
@@ -130,8 +155,11 @@ struct NegFn {
 };
 struct AbsFn {
   template <class T> static T f(T x, const Params<T>&) { return std::abs(x); }
-  // abs'(0) = 0: the subgradient TorchLean's rule picks.
-  template <class T> static T df(T x, T, T g, const Params<T>&) { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+  // abs'(0) = 0: the subgradient TorchLean's rule picks. The slope at NaN is NaN.
+  template <class T> static T df(T x, T, T g, const Params<T>&) {
+    if (std::isnan(x)) return x;
+    return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  }
 };
 struct SqrtFn {
   template <class T> static T f(T x, const Params<T>&) { return std::sqrt(x); }
@@ -140,7 +168,11 @@ struct SqrtFn {
 struct ReluFn {
   // NaN propagates rather than being clamped to 0.
   template <class T> static T f(T x, const Params<T>&) { return (std::isnan(x) || x > T(0)) ? x : T(0); }
-  template <class T> static T df(T x, T, T g, const Params<T>&) { return x > T(0) ? g : T(0); }
+  // relu'(0) = 0; the slope at NaN is NaN, so a NaN input never yields a clean 0 gradient.
+  template <class T> static T df(T x, T, T g, const Params<T>&) {
+    if (std::isnan(x)) return x;
+    return x > T(0) ? g : T(0);
+  }
 };
 struct GeluFn {
   template <class T> static T f(T x, const Params<T>&) { return x * normal_cdf(x); }
@@ -204,12 +236,21 @@ struct ClampFn {
     const T low = x < p.lo ? p.lo : x;
     return p.hi < low ? p.hi : low;
   }
-  template <class T> static T df(T x, T, T g, const Params<T>& p) { return p.lo <= x && x <= p.hi ? g : T(0); }
+  // Both bounds pass the gradient (lo <= x <= hi, as LibTorch's clamp); the slope at NaN is NaN.
+  template <class T> static T df(T x, T, T g, const Params<T>& p) {
+    if (std::isnan(x)) return x;
+    return p.lo <= x && x <= p.hi ? g : T(0);
+  }
 };
 struct SafeLogFn {
   template <class T> static T f(T x, const Params<T>& p) { return std::log(x < p.eps ? p.eps : x); }
-  // At and below eps the output is the constant log(eps), so no gradient flows there.
-  template <class T> static T df(T x, T, T g, const Params<T>& p) { return x > p.eps ? g / x : T(0); }
+  // Below eps the output is the constant log(eps), so no gradient flows there. At x = eps the
+  // right-hand derivative g/eps applies: log(max(x, eps)) passes the gradient where x >= eps,
+  // as LibTorch's log(clamp_min(x, eps)) does. The slope at NaN is NaN.
+  template <class T> static T df(T x, T, T g, const Params<T>& p) {
+    if (std::isnan(x)) return x;
+    return x >= p.eps ? g / x : T(0);
+  }
 };
 
 /// Checks the payload of the unary ops that read one (scale, clamp, safe_log).
@@ -309,14 +350,26 @@ std::vector<T> lane_buffer(const Lanes& lanes) {
   return std::vector<T>(static_cast<std::size_t>(lanes.n));
 }
 
+/// The lanes of the softmax family around attrs.axis. A rank-0 tensor is one lane of one entry
+/// with axis 0 or -1, as in LibTorch (its softmax is 1, its log_softmax 0).
+RuntimeResult<Lanes> softmax_lanes(Op op, std::int64_t axis, const Shape& shape) {
+  if (shape.rank() == 0) {
+    if (axis == 0 || axis == -1) return Lanes{1, 1, 1};
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(to_string(op), ": axis ", axis,
+                             " is out of range for a rank-0 tensor; expected -1 or 0 (its one entry)"));
+  }
+  CAPSULE_TRY(std::size_t a, normalize_axis(to_string(op), axis, shape.rank()));
+  return lanes_around(shape, a);
+}
+
 /// Applies `row` (softmax_row or log_softmax_row) to every lane of the one input around attrs.axis.
 template <class Row>
 RuntimeResult<Tensor> lanewise_row_forward(Op op, Inputs inputs, const OpAttrs& attrs, Row row) {
   CAPSULE_CHECK(expect_inputs(op, inputs, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(op), attrs.axis, x.rank()));
+  CAPSULE_TRY(const Lanes lanes, softmax_lanes(op, attrs.axis, x.shape()));
   CAPSULE_TRY(Tensor out, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> xb = lane_buffer<T>(lanes), yb = lane_buffer<T>(lanes);
     for_each_lane(lanes, [&](const Lane& lane) {
@@ -338,22 +391,21 @@ RuntimeResult<Tensor> log_softmax_forward(Inputs inputs, const OpAttrs& attrs) {
                               []<class T>(const T* x, T* y, std::int64_t n) { log_softmax_row(x, y, n); });
 }
 
-/// Checks (scores, mask) of hard_masked_softmax and returns the normalized axis.
-RuntimeResult<std::size_t> check_masked(Inputs inputs, const OpAttrs& attrs) {
+/// Checks (scores, mask) of hard_masked_softmax and returns the lanes around the axis.
+RuntimeResult<Lanes> check_masked(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(Op::HardMaskedSoftmax, inputs, 2));
   if (inputs[0].shape() != inputs[1].shape()) {
     return runtime_error(RuntimeCode::ShapeMismatch,
                          str("hard_masked_softmax: mask has shape ", to_string(inputs[1].shape()), " but scores have ",
                              to_string(inputs[0].shape()), "; expected the mask to have the scores' shape"));
   }
-  return normalize_axis("hard_masked_softmax", attrs.axis, inputs[0].rank());
+  return softmax_lanes(Op::HardMaskedSoftmax, attrs.axis, inputs[0].shape());
 }
 
 RuntimeResult<Tensor> hard_masked_softmax_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(std::size_t axis, check_masked(inputs, attrs));
+  CAPSULE_TRY(const Lanes lanes, check_masked(inputs, attrs));
   const Tensor& x = inputs[0];
   CAPSULE_TRY(Tensor out, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> xb = lane_buffer<T>(lanes), mb = lane_buffer<T>(lanes), yb = lane_buffer<T>(lanes);
     for_each_lane(lanes, [&](const Lane& lane) {
@@ -368,22 +420,24 @@ RuntimeResult<Tensor> hard_masked_softmax_forward(Inputs inputs, const OpAttrs& 
 }
 
 /// dx = y ⊙ (g - Σ g·y) per lane, the softmax Jacobian-vector product (sum fixed-left). Entries
-/// where `allowed` is false get exactly 0 (hard_masked_softmax's blocked entries).
+/// where `allowed` is false get exactly 0 (hard_masked_softmax's blocked entries) and add no term
+/// to the sum, so an infinite or NaN gradient on a blocked entry (0·inf) cannot reach the rest.
 template <class T, class Allowed>
 void softmax_lane_backward(const std::vector<T>& y, const std::vector<T>& g, Allowed allowed, std::vector<T>& dx) {
   T dot = T(0);
-  for (std::size_t j = 0; j < y.size(); ++j) dot = dot + g[j] * y[j];
+  for (std::size_t j = 0; j < y.size(); ++j) {
+    if (allowed(j)) dot = dot + g[j] * y[j];
+  }
   for (std::size_t j = 0; j < y.size(); ++j) dx[j] = allowed(j) ? y[j] * (g[j] - dot) : T(0);
 }
 
 Grads softmax_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(Op::Softmax, inputs, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t axis, normalize_axis("softmax", attrs.axis, x.rank()));
+  CAPSULE_TRY(const Lanes lanes, softmax_lanes(Op::Softmax, attrs.axis, x.shape()));
   CAPSULE_CHECK(expect_like_output(Op::Softmax, "gradient", grad, x.shape(), x.dtype()));
   CAPSULE_CHECK(expect_like_output(Op::Softmax, "output", output, x.shape(), x.dtype()));
   CAPSULE_TRY(Tensor dx, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> yb = lane_buffer<T>(lanes), gb = lane_buffer<T>(lanes), db = lane_buffer<T>(lanes);
     for_each_lane(lanes, [&](const Lane& lane) {
@@ -400,11 +454,10 @@ Grads softmax_backward(Inputs inputs, const Tensor& output, const Tensor& grad, 
 Grads log_softmax_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(Op::LogSoftmax, inputs, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t axis, normalize_axis("log_softmax", attrs.axis, x.rank()));
+  CAPSULE_TRY(const Lanes lanes, softmax_lanes(Op::LogSoftmax, attrs.axis, x.shape()));
   CAPSULE_CHECK(expect_like_output(Op::LogSoftmax, "gradient", grad, x.shape(), x.dtype()));
   CAPSULE_CHECK(expect_like_output(Op::LogSoftmax, "output", output, x.shape(), x.dtype()));
   CAPSULE_TRY(Tensor dx, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> yb = lane_buffer<T>(lanes), gb = lane_buffer<T>(lanes), db = lane_buffer<T>(lanes);
     for_each_lane(lanes, [&](const Lane& lane) {
@@ -421,12 +474,11 @@ Grads log_softmax_backward(Inputs inputs, const Tensor& output, const Tensor& gr
 
 /// Gradient for the scores only; the mask is a selector and takes none (undefined Tensor).
 Grads hard_masked_softmax_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
-  CAPSULE_TRY(std::size_t axis, check_masked(inputs, attrs));
+  CAPSULE_TRY(const Lanes lanes, check_masked(inputs, attrs));
   const Tensor& x = inputs[0];
   CAPSULE_CHECK(expect_like_output(Op::HardMaskedSoftmax, "gradient", grad, x.shape(), x.dtype()));
   CAPSULE_CHECK(expect_like_output(Op::HardMaskedSoftmax, "output", output, x.shape(), x.dtype()));
   CAPSULE_TRY(Tensor dx, Tensor::empty(x.shape(), x.dtype()));
-  const Lanes lanes = lanes_around(x.shape(), axis);
   with_dtype(x.dtype(), [&]<class T>() {
     std::vector<T> yb = lane_buffer<T>(lanes), gb = lane_buffer<T>(lanes), mb = lane_buffer<T>(lanes),
                    db = lane_buffer<T>(lanes);
@@ -604,7 +656,9 @@ RuntimeResult<Tensor> rand_uniform_forward(Inputs inputs, const OpAttrs& attrs) 
   return out;
 }
 
-/// 1 where a 53-bit uniform draw is below p: p = 0 gives all zeros and p = 1 all ones exactly.
+/// 1 where rand_uniform's draw for the same seed, element and dtype (24 bits in float32, 53 in
+/// float64) is below p, compared exactly (the draw is exact in double): the mask equals
+/// `rand_uniform < p` element for element, p = 0 gives all zeros and p = 1 all ones.
 RuntimeResult<Tensor> bernoulli_mask_forward(Inputs inputs, const OpAttrs& attrs) {
   if (!(attrs.p >= 0.0 && attrs.p <= 1.0)) {
     return runtime_error(RuntimeCode::InvalidArgument,
@@ -614,8 +668,8 @@ RuntimeResult<Tensor> bernoulli_mask_forward(Inputs inputs, const OpAttrs& attrs
   with_dtype(out.dtype(), [&]<class T>() {
     T* y = out.mutable_data<T>();
     for (std::int64_t i = 0; i < out.numel(); ++i) {
-      const double u = unit_draw<double>(counter_bits(attrs.seed, static_cast<std::uint64_t>(i)));
-      y[i] = u < attrs.p ? T(1) : T(0);
+      const T u = unit_draw<T>(counter_bits(attrs.seed, static_cast<std::uint64_t>(i)));
+      y[i] = static_cast<double>(u) < attrs.p ? T(1) : T(0);
     }
   });
   return out;

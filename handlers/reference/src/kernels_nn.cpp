@@ -376,21 +376,34 @@ void for_outputs(const PoolPlan& p, PerOutput&& per_output) {
   }
 }
 
-/// Window statistics of smooth_max_pool: the maximum m and Σ exp((x − m)/T).
+/// Window statistics of smooth_max_pool: the shift m and Σ exp((x − m)/T). The shift is the
+/// window maximum, or 0 when that maximum is ±inf (as LibTorch's logsumexp), so a +inf entry gives
+/// +inf and an all −inf window gives −inf instead of inf − inf = NaN.
 template <class T>
 struct SmoothStats {
   T max = T(0);
   T sum = T(0);
 };
 
+/// True when `v` replaces `best` as a window's maximum: the first element, any larger one, or the
+/// first NaN (a NaN anywhere in the window is the window's maximum, as in LibTorch's max_pool;
+/// once a NaN is held it stays, so the first NaN wins).
+template <class T>
+bool takes_window_max(bool first, T best, T v) {
+  if (first) return true;
+  if (std::isnan(best)) return false;
+  return std::isnan(v) || v > best;
+}
+
 template <class T>
 SmoothStats<T> smooth_stats(const PoolPlan& p, const T* plane, std::int64_t y, std::int64_t x, T temperature) {
   SmoothStats<T> s;
   bool any = false;
   for_window(p, y, x, [&](std::int64_t off) {
-    s.max = (!any || plane[off] > s.max) ? plane[off] : s.max;
+    s.max = takes_window_max(!any, s.max, plane[off]) ? plane[off] : s.max;
     any = true;
   });
+  if (std::isinf(s.max)) s.max = T(0);
   for_window(p, y, x, [&](std::int64_t off) { s.sum = s.sum + std::exp((plane[off] - s.max) / temperature); });
   return s;
 }
@@ -411,7 +424,7 @@ RuntimeResult<Tensor> pool_forward(std::string_view op, std::span<const Tensor> 
           T best = T(0);
           bool any = false;
           for_window(plan, y, x, [&](std::int64_t off) {
-            if (!any || plane[off] > best) best = plane[off];
+            if (takes_window_max(!any, best, plane[off])) best = plane[off];
             any = true;
           });
           o[oi] = best;
@@ -456,7 +469,7 @@ RuntimeResult<std::vector<Tensor>> pool_backward(std::string_view op, std::span<
           T best = T(0);
           std::int64_t arg = -1;
           for_window(plan, y, x, [&](std::int64_t off) {
-            if (arg < 0 || plane[off] > best) {
+            if (takes_window_max(arg < 0, best, plane[off])) {
               best = plane[off];
               arg = off;
             }
@@ -532,30 +545,61 @@ RuntimeStatus expect_affine(std::string_view op, std::span<const Tensor> inputs,
   return std::monostate{};
 }
 
+/// The statistics of one normalisation group, on the group scaled by 2^-shift (exact): the
+/// normalised value of element x is (ldexp(x, -shift) − mean)·rstd, and the true 1/σ is
+/// ldexp(rstd, -shift).
+template <class T>
+struct GroupStats {
+  int shift = 0;
+  T mean = T(0);
+  T rstd = T(0);
+
+  T xhat(T x) const { return (std::ldexp(x, -shift) - mean) * rstd; }
+  T true_rstd() const { return std::ldexp(rstd, -shift); }
+};
+
 /// A normalisation group: `count` elements at offsets at(e), each with its affine index aff(e).
-/// Mean and biased variance are fixed-left sums in e order.
+/// Every sum is fixed-left in e order; the arithmetic avoids cancellation and overflow:
+/// - scale: when the largest magnitude is at least 1, the group is scaled by a power of two
+///   (exact) so that it lies within ±1; sums and squares then cannot overflow (a float32 row
+///   such as {1e20, -1e20, 1e20, 0} squares to 5.6e39 and used to normalise to all zeros), and
+///   every later step commutes with the scaling, so it changes no bit unless an element or eps
+///   falls into the denormal range once scaled;
+/// - mean: Σx/n, then corrected by the mean of the residuals Σ(x − mean)/n. A float32 sum of
+///   1,000 values near 100 is off by ~1e-4 relative to the spread; the residuals are small and
+///   nearly exact, so the corrected mean is accurate to a few ulps of the spread;
+/// - variance: the centred squares Σ(x − mean)²/n (two passes, no cancelling formula).
+/// NaN or ±inf in a group makes the whole group NaN (IEEE propagation, as LibTorch).
 template <class T, class At>
-void group_stats(const T* x, std::int64_t count, At at, T eps, T& mean, T& rstd) {
+GroupStats<T> group_stats(const T* x, std::int64_t count, At at, T eps) {
+  GroupStats<T> s;
+  T largest = T(0);
+  for (std::int64_t e = 0; e < count; ++e) largest = std::max(largest, std::abs(x[at(e)]));
+  if (std::isfinite(largest) && largest >= T(1)) (void)std::frexp(largest, &s.shift);
+  auto scaled = [&](std::int64_t e) { return std::ldexp(x[at(e)], -s.shift); };
+  const T n = static_cast<T>(count);
   T sum = T(0);
-  for (std::int64_t e = 0; e < count; ++e) sum = sum + x[at(e)];
-  mean = sum / static_cast<T>(count);
-  T var = T(0);
+  for (std::int64_t e = 0; e < count; ++e) sum = sum + scaled(e);
+  s.mean = sum / n;
+  T residual = T(0);
+  for (std::int64_t e = 0; e < count; ++e) residual = residual + (scaled(e) - s.mean);
+  s.mean = s.mean + residual / n;
+  T squares = T(0);
   for (std::int64_t e = 0; e < count; ++e) {
-    const T d = x[at(e)] - mean;
-    var = var + d * d;
+    const T d = scaled(e) - s.mean;
+    squares = squares + d * d;
   }
-  var = var / static_cast<T>(count);
-  rstd = T(1) / std::sqrt(var + eps);
+  // var = 4^shift·squares/n, so 1/sqrt(var + eps) = 2^-shift / sqrt(squares/n + eps·4^-shift).
+  s.rstd = T(1) / std::sqrt(squares / n + std::ldexp(eps, -2 * s.shift));
+  return s;
 }
 
 template <class T, class At, class Aff>
 void group_forward(const T* x, T* y, std::int64_t count, At at, Aff aff, T eps, const T* gamma, const T* beta) {
   if (count == 0) return;
-  T mean;
-  T rstd;
-  group_stats(x, count, at, eps, mean, rstd);
+  const GroupStats<T> s = group_stats(x, count, at, eps);
   for (std::int64_t e = 0; e < count; ++e) {
-    T v = (x[at(e)] - mean) * rstd;
+    T v = s.xhat(x[at(e)]);
     if (gamma != nullptr) v = v * gamma[aff(e)];
     if (beta != nullptr) v = v + beta[aff(e)];
     y[at(e)] = v;
@@ -567,13 +611,11 @@ template <class T, class At, class Aff>
 void group_backward(const T* x, const T* g, T* dx, std::int64_t count, At at, Aff aff, T eps, const T* gamma,
                     T* dgamma, T* dbeta) {
   if (count == 0) return;
-  T mean;
-  T rstd;
-  group_stats(x, count, at, eps, mean, rstd);
+  const GroupStats<T> s = group_stats(x, count, at, eps);
   T sum_d = T(0);
   T sum_dx = T(0);
   for (std::int64_t e = 0; e < count; ++e) {
-    const T xhat = (x[at(e)] - mean) * rstd;
+    const T xhat = s.xhat(x[at(e)]);
     const T dxhat = gamma != nullptr ? g[at(e)] * gamma[aff(e)] : g[at(e)];
     sum_d = sum_d + dxhat;
     sum_dx = sum_dx + dxhat * xhat;
@@ -582,8 +624,9 @@ void group_backward(const T* x, const T* g, T* dx, std::int64_t count, At at, Af
   }
   const T mean_d = sum_d / static_cast<T>(count);
   const T mean_dx = sum_dx / static_cast<T>(count);
+  const T rstd = s.true_rstd();
   for (std::int64_t e = 0; e < count; ++e) {
-    const T xhat = (x[at(e)] - mean) * rstd;
+    const T xhat = s.xhat(x[at(e)]);
     const T dxhat = gamma != nullptr ? g[at(e)] * gamma[aff(e)] : g[at(e)];
     dx[at(e)] = rstd * (dxhat - mean_d - xhat * mean_dx);
   }
@@ -782,6 +825,13 @@ RuntimeResult<AttentionPlan> plan_attention(std::span<const Tensor> inputs, cons
   return p;
 }
 
+/// Whether query i may attend to key j: not past the diagonal under `causal`, and a nonzero mask.
+template <class T>
+bool attention_allowed(const AttentionPlan& p, const OpAttrs& attrs, const T* mask, std::int64_t i, std::int64_t j) {
+  if (attrs.causal && j > i) return false;
+  return mask == nullptr || mask[i * p.m + j] != T(0);
+}
+
 /// The attention weights of one batch entry: W = hard_masked_softmax(scale · q·kᵀ) [n, m].
 template <class T>
 void attention_weights(const AttentionPlan& p, const OpAttrs& attrs, const T* q, const T* k, const T* mask, T* w,
@@ -793,10 +843,7 @@ void attention_weights(const AttentionPlan& p, const OpAttrs& attrs, const T* q,
   const T scale = static_cast<T>(p.scale);
   for (T& s : scores) s = s * scale;
   for (std::int64_t i = 0; i < p.n; ++i) {
-    auto allowed = [&](std::int64_t j) {
-      if (attrs.causal && j > i) return false;
-      return mask == nullptr || mask[i * p.m + j] != T(0);
-    };
+    auto allowed = [&](std::int64_t j) { return attention_allowed(p, attrs, mask, i, j); };
     hard_masked_softmax_row(scores.data() + i * p.m, allowed, w + i * p.m, p.m);
   }
 }
@@ -842,19 +889,25 @@ RuntimeResult<std::vector<Tensor>> attention_backward(std::span<const Tensor> in
       const T* k = inputs[1].data<T>() + b * p.m * p.d;
       const T* v = inputs[2].data<T>() + b * p.m * p.dv;
       const T* g = grad_output.data<T>() + b * p.n * p.dv;
-      attention_weights(p, attrs, q, k, mask_for<T>(p, inputs, b), w.data(), scratch);
+      const T* mask = mask_for<T>(p, inputs, b);
+      attention_weights(p, attrs, q, k, mask, w.data(), scratch);
       transpose_into(w.data(), wt.data(), p.n, p.m);
       // dv = Wᵀ·g
       gemm_fixed_left(wt.data(), g, grads[2].mutable_data<T>() + b * p.m * p.dv, p.m, p.n, p.dv);
-      // dW = g·vᵀ, then the softmax adjoint dS = W ⊙ (dW − Σ_j W·dW), scaled once.
+      // dW = g·vᵀ, then the softmax adjoint dS = W ⊙ (dW − Σ_j W·dW), scaled once. A blocked
+      // key adds no term and gets exactly 0, as in hard_masked_softmax's adjoint.
       transpose_into(v, vt.data(), p.m, p.dv);
       gemm_fixed_left(g, vt.data(), dw.data(), p.n, p.dv, p.m);
       for (std::int64_t i = 0; i < p.n; ++i) {
         T* row = dw.data() + i * p.m;
         const T* wr = w.data() + i * p.m;
         T dot = T(0);
-        for (std::int64_t j = 0; j < p.m; ++j) dot = dot + wr[j] * row[j];
-        for (std::int64_t j = 0; j < p.m; ++j) row[j] = (wr[j] * (row[j] - dot)) * scale;
+        for (std::int64_t j = 0; j < p.m; ++j) {
+          if (attention_allowed(p, attrs, mask, i, j)) dot = dot + wr[j] * row[j];
+        }
+        for (std::int64_t j = 0; j < p.m; ++j) {
+          row[j] = attention_allowed(p, attrs, mask, i, j) ? (wr[j] * (row[j] - dot)) * scale : T(0);
+        }
       }
       // dq = dS·k and dk = dSᵀ·q.
       gemm_fixed_left(dw.data(), k, grads[0].mutable_data<T>() + b * p.n * p.d, p.n, p.m, p.d);

@@ -37,6 +37,8 @@ void log_softmax_row(const T* x, T* y, std::int64_t n) {
 
 /// TorchLean's boolean hard mask (§10.15): a blocked entry (mask value 0) contributes exactly 0;
 /// an allowed one contributes exp(x - max over allowed entries); a fully blocked row is all zeros.
+/// A blocked entry is written 0 and never divided, so a NaN or infinite sum over the allowed
+/// entries (NaN/±inf among them) cannot reach it: blocked stays exactly 0 whatever the row holds.
 template <class T, class MaskAllowed>
 void hard_masked_softmax_row(const T* x, MaskAllowed allowed, T* y, std::int64_t n) {
   T row_max = -std::numeric_limits<T>::infinity();
@@ -55,7 +57,9 @@ void hard_masked_softmax_row(const T* x, MaskAllowed allowed, T* y, std::int64_t
     y[j] = allowed(j) ? std::exp(x[j] - row_max) : T(0);
     sum = sum + y[j];
   }
-  for (std::int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (allowed(j)) y[j] = y[j] / sum;
+  }
 }
 
 }  // namespace capsule::reference
