@@ -266,6 +266,28 @@ covers = []
     CHECK_FALSE(has(run.out, "error["));
   }
 
+  TEST_CASE("a hostile evidence manifest is refused inertly") {
+    const std::filesystem::path file = testing::test_data() / "hostile" / "evidence-manifest" / "forged-names.toml";
+    auto read = read_evidence_manifest(file);
+    REQUIRE_FALSE(read.has_value());
+    const std::string all = render(read.error());
+    INFO(all);
+    CHECK(has(all, "forged-names.toml:5:"));
+    CHECK(has(all, "U+001B"));
+    CHECK(has(all, "forged-names.toml:9:"));
+    CHECK(count(all, "unknown-spelling") == 2);  // the provider and the op
+    ScratchTree tree("lint-hostile-manifest");
+    const CliRun run = lint_in(tree, {"--test-suites", file.string()});
+    CHECK(run.status == 2);
+    CHECK(has(run.err, "--test-suites: cannot read"));
+    const std::string output = run.out + run.err;
+    CHECK(output.find('\x1b') == std::string::npos);
+    CHECK(output.find('\r') == std::string::npos);
+    CHECK_FALSE(has(output, "\u202e"));
+    CHECK_FALSE(has(output, "\n::error::"));
+    CHECK_FALSE(has(output, "\nerror: forged"));
+  }
+
   TEST_CASE("--test-suites reads another manifest") {
     ScratchTree tree("lint-manifest");
     EvidenceManifest only_values;
