@@ -299,7 +299,8 @@ class EvidenceChecker {
         str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names ", source_words(source.kind),
             " `", source.name, "`, which does not cover ", case_words(wanted)),
         {str("`", source.name, "` ", describe_coverage(source), " (", inputs_.suites->path, ")"),
-         "a name that resolves is not evidence: the suite must exercise this op on this provider and device"},
+         str("a name that resolves is not evidence: the ", source_words(source.kind),
+             " must declare this obligation of this op on this provider and device")},
         covering_help(source.kind, source.name, wanted));
   }
 
