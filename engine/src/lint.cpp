@@ -99,7 +99,7 @@ struct Unhandled {
   std::set<std::string> suites;       ///< named suites the manifest lacks
   std::set<std::string> oracles;      ///< named fuzz oracles the manifest lacks
   std::set<std::string> definitions;  ///< named shared definitions the manifest lacks
-  std::set<std::string> keys;    ///< "provider/device" pairs, for the note
+  std::set<std::string> keys;         ///< "provider/device" pairs, for the note
 };
 
 class EvidenceChecker {
