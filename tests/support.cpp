@@ -10,6 +10,7 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "capsule/text.hpp"
+#include "suite_coverage.hpp"
 
 namespace capsule::testing {
 
@@ -93,6 +94,7 @@ const HandlerRegistry& reference_handlers() {
 const HandlerSpec& reference_handler(Op op) {
   const RegisteredHandler* h = reference_handlers().find(op, Provider::Reference, Device::Cpu);
   REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
+  record_exercised(op, Provider::Reference, Device::Cpu);
   return h->spec;
 }
 

@@ -171,6 +171,8 @@ const std::vector<DiagCode> kNonLoaderCodes{
     // Directory listings and git revisions, not file contents (tests/test_diff_git.cpp).
     DiagCode::GitError,              DiagCode::NonRegularFile,
     DiagCode::NothingToLint,         DiagCode::CheckedOnTrustedBoundary,
+    // Evidence coverage against the build's manifest (tests/test_lint.cpp).
+    DiagCode::UnknownEvidenceSource, DiagCode::UncoveredEvidence,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

@@ -145,15 +145,98 @@ TEST_SUITE("lint") {
     CHECK(run.err.empty());
   }
 
-  TEST_CASE("the build writes a manifest of this project's test suites") {
-    auto manifest = read_test_suite_manifest(CAPSULE_TEST_SUITE_MANIFEST);
-    REQUIRE(manifest.has_value());
-    for (const char* suite : {"lint", "cli", "gallery", "reference.values", "reference.vjps"}) {
+  TEST_CASE("the build writes a manifest of this project's test suites and what each covers") {
+    auto manifest = read_evidence_manifest(CAPSULE_TEST_SUITE_MANIFEST);
+    REQUIRE_MESSAGE(manifest.has_value(), (manifest ? std::string() : render(manifest.error())));
+    for (const char* suite : {"lint", "cli", "gallery", "vocab", "reference.values", "reference.vjps"}) {
       CAPTURE(suite);
       CHECK(manifest->contains(suite));
     }
     CHECK_FALSE(manifest->contains("native_cuda.values"));  // no CUDA handlers in this build
-    CHECK(std::is_sorted(manifest->suites.begin(), manifest->suites.end()));
+    const std::vector<std::string> suites = manifest->names(EvidenceKind::TestSuite);
+    CHECK(std::is_sorted(suites.begin(), suites.end()));
+    // Every reference capsule's value and VJP are covered, by the suite its catalog names.
+    const EvidenceSource* values = manifest->find(EvidenceKind::TestSuite, "reference.values");
+    const EvidenceSource* vjps = manifest->find(EvidenceKind::TestSuite, "reference.vjps");
+    REQUIRE(values != nullptr);
+    REQUIRE(vjps != nullptr);
+    std::size_t reference_capsules = 0;
+    for (const Capsule& c : testing::shipped_module("reference")->capsules) {
+      CAPTURE(c.name);
+      ++reference_capsules;
+      CHECK(values->covers({c.op, Provider::Reference, Device::Cpu, Obligation::Value}));
+      CHECK(vjps->covers({c.op, Provider::Reference, Device::Cpu, Obligation::Vjp}));
+      CHECK_FALSE(values->covers({c.op, Provider::Reference, Device::Cpu, Obligation::Vjp}));
+      CHECK_FALSE(values->covers({c.op, Provider::NativeCuda, Device::Cuda, Obligation::Value}));
+    }
+    CHECK(reference_capsules == 53);
+    CHECK(describe_coverage(*values) == "covers value of 53 ops on reference/cpu");
+    // Suites that test no kernel declare nothing.
+    CHECK(manifest->find(EvidenceKind::TestSuite, "vocab")->cases.empty());
+    CHECK(manifest->names(EvidenceKind::FuzzOracle).empty());
+    CHECK(manifest->names(EvidenceKind::SharedDefinition).empty());
+  }
+
+  TEST_CASE("the evidence manifest round-trips through its writer and reader") {
+    auto built = read_evidence_manifest(CAPSULE_TEST_SUITE_MANIFEST);
+    REQUIRE(built.has_value());
+    // The build's file is exactly what the writer makes of what it reads.
+    CHECK(write_evidence_manifest(*built) == testing::read_text(CAPSULE_TEST_SUITE_MANIFEST));
+    EvidenceManifest manifest;
+    manifest.sources.push_back({EvidenceKind::TestSuite, "suite b", {{Op::Relu, Provider::Reference, Device::Cpu,
+                                                                     Obligation::Value}}});
+    manifest.sources.push_back({EvidenceKind::FuzzOracle, "fuzz.relu",
+                                {{Op::Relu, Provider::NativeCuda, Device::Cuda, Obligation::Value},
+                                 {Op::Add, Provider::NativeCuda, Device::Cuda, Obligation::Vjp}}});
+    manifest.sources.push_back({EvidenceKind::SharedDefinition, "Spec.relu", {}});
+    manifest.sources.push_back({EvidenceKind::TestSuite, "suite a", {}});
+    // A suite declared twice adds up.
+    manifest.sources.push_back({EvidenceKind::TestSuite, "suite b", {{Op::Add, Provider::Reference, Device::Cpu,
+                                                                     Obligation::Value}}});
+    const std::string text = write_evidence_manifest(manifest);
+    auto read = parse_evidence_manifest(text, "round-trip.toml");
+    REQUIRE_MESSAGE(read.has_value(), (read ? std::string() : render(read.error())));
+    CHECK(write_evidence_manifest(*read) == text);
+    manifest.normalise();
+    REQUIRE(read->sources.size() == manifest.sources.size());
+    for (std::size_t i = 0; i < manifest.sources.size(); ++i) {
+      CHECK(read->sources[i].kind == manifest.sources[i].kind);
+      CHECK(read->sources[i].name == manifest.sources[i].name);
+      CHECK(read->sources[i].cases == manifest.sources[i].cases);
+    }
+    CHECK(read->find(EvidenceKind::TestSuite, "suite b")->cases.size() == 2);
+    CHECK(read->find(EvidenceKind::FuzzOracle, "fuzz.relu")->covers(
+        {Op::Add, Provider::NativeCuda, Device::Cuda, Obligation::Vjp}));
+    CHECK(read->find(EvidenceKind::TestSuite, "fuzz.relu") == nullptr);
+    CHECK(has(text, "[[fuzz-oracle]]\nname = \"fuzz.relu\"\ncovers = [\n"));
+  }
+
+  TEST_CASE("a malformed evidence manifest is refused with every problem at its position") {
+    auto read = parse_evidence_manifest(R"(schema = 1
+[[test-suite]]
+name = "ok"
+covers = [{ obligation = "valeu", provider = "reference", device = "cpu", ops = ["relu", "rleu"] }]
+[[test-suite]]
+name = "bad\u0007name"
+[[fuzz-oracle]]
+covers = []
+[[test-suites]]
+)",
+                                        "bad.toml");
+    REQUIRE_FALSE(read.has_value());
+    const std::string all = render(read.error());
+    INFO(all);
+    CHECK(has(all, "bad.toml:4:"));
+    CHECK(has(all, "valeu"));
+    CHECK(has(all, "rleu"));
+    CHECK(has(all, "bad.toml:6:"));
+    CHECK(has(all, "invalid-identifier"));
+    CHECK(has(all, "missing-field"));
+    CHECK(has(all, "unknown-key"));
+    CHECK_FALSE(has(all, "\a"));
+    CHECK_FALSE(parse_evidence_manifest("schema = 2\n", "two.toml").has_value());
+    // The plain list of suite names earlier builds wrote is not a manifest: it declares no coverage.
+    CHECK_FALSE(parse_evidence_manifest("# suites\nreference.values\nvocab\n", "old.txt").has_value());
   }
 
   TEST_CASE("a misspelled test suite on a capsule with a handler is one error with a did-you-mean") {
@@ -183,29 +266,156 @@ TEST_SUITE("lint") {
     CHECK_FALSE(has(run.out, "error["));
   }
 
+  TEST_CASE("a hostile evidence manifest is refused inertly") {
+    const std::filesystem::path file = testing::test_data() / "hostile" / "evidence-manifest" / "forged-names.toml";
+    auto read = read_evidence_manifest(file);
+    REQUIRE_FALSE(read.has_value());
+    const std::string all = render(read.error());
+    INFO(all);
+    CHECK(has(all, "forged-names.toml:5:"));
+    CHECK(has(all, "U+001B"));
+    CHECK(has(all, "forged-names.toml:9:"));
+    CHECK(count(all, "unknown-spelling") == 2);  // the provider and the op
+    ScratchTree tree("lint-hostile-manifest");
+    const CliRun run = lint_in(tree, {"--test-suites", file.string()});
+    CHECK(run.status == 2);
+    CHECK(has(run.err, "--test-suites: cannot read"));
+    const std::string output = run.out + run.err;
+    CHECK(output.find('\x1b') == std::string::npos);
+    CHECK(output.find('\r') == std::string::npos);
+    CHECK_FALSE(has(output, "\u202e"));
+    CHECK_FALSE(has(output, "\n::error::"));
+    CHECK_FALSE(has(output, "\nerror: forged"));
+  }
+
   TEST_CASE("--test-suites reads another manifest") {
     ScratchTree tree("lint-manifest");
-    tree.write("suites.txt", "# only the value tests\nreference.values\n\n");
-    const CliRun run = lint_in(tree, {"--test-suites", (tree.root() / "suites.txt").string()});
+    EvidenceManifest only_values;
+    EvidenceSource values{EvidenceKind::TestSuite, "reference.values", {}};
+    for (const Capsule& c : testing::shipped_module("reference")->capsules) {
+      values.cases.push_back({c.op, Provider::Reference, Device::Cpu, Obligation::Value});
+    }
+    only_values.sources.push_back(values);
+    tree.write("suites.toml", write_evidence_manifest(only_values));
+    const CliRun run = lint_in(tree, {"--test-suites", (tree.root() / "suites.toml").string()});
     INFO(run.out);
     CHECK(run.status == 1);
     CHECK(has(run.out, "error[unknown-test-suite]: capsule `reference.matmul` vjp evidence names test suite "
                        "`reference.vjps`, which this build does not have"));
-    CHECK(has(run.out, "note: test suites of this build (" + (tree.root() / "suites.txt").string() +
+    CHECK(has(run.out, "note: test suites of this build (" + (tree.root() / "suites.toml").string() +
                            "): `reference.values`"));
-    const CliRun missing = lint_in(tree, {"--test-suites", (tree.root() / "none.txt").string()});
+    CHECK(has(run.out, "help: no test suite, fuzz oracle or shared definition of this build covers vjp of matmul on "
+                       "reference/cpu"));
+    CHECK_FALSE(has(run.out, "uncovered-evidence"));
+    const CliRun missing = lint_in(tree, {"--test-suites", (tree.root() / "none.toml").string()});
     CHECK(missing.status == 2);
     CHECK(has(missing.err, "--test-suites: cannot read"));
+    // The name list earlier builds wrote is refused, not read as names without coverage.
+    tree.write("suites.txt", "# only the value tests\nreference.values\n\n");
+    const CliRun old = lint_in(tree, {"--test-suites", (tree.root() / "suites.txt").string()});
+    CHECK(old.status == 2);
+    CHECK(has(old.err, "--test-suites: cannot read"));
+    CHECK(has(old.err, "line 2:"));
+  }
+
+  TEST_CASE("value evidence naming a suite that does not cover the capsule fails with the covering suite named") {
+    ScratchTree tree("lint-uncovered");
+    // `vocab` exists in this build, but tests the vocabulary, not a kernel.
+    tree.replace("catalogs/reference.toml", R"(name = "reference.values" })", R"(name = "vocab" })");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, (tree.catalogs() / "reference.toml").string() + ":19:"));
+    CHECK(has(run.out, "error[uncovered-evidence]: capsule `reference.matmul` value evidence names test suite `vocab`, "
+                       "which does not cover value of matmul on reference/cpu"));
+    CHECK(has(run.out, "note: `vocab` declares no cases"));
+    CHECK(has(run.out, "help: name test suite `reference.values`, which covers value of matmul on reference/cpu"));
+    // Written once in [defaults], reported once.
+    CHECK(count(run.out, "error[uncovered-evidence]") == 1);
+    CHECK(has(run.out, "note: the same evidence backs 52 more capsules"));
+    CHECK(count(run.out, "error[") == 1);
+  }
+
+  TEST_CASE("a suite covering the op on another obligation, provider or device does not cover the capsule") {
+    ScratchTree tree("lint-uncovered-key");
+    // The value suite named for VJPs: same op, provider and device, another obligation.
+    tree.replace("catalogs/reference.toml", R"(name = "reference.vjps" })", R"(name = "reference.values" })");
+    // The reference suites named by CUDA capsules: the op, but not the provider or device. These
+    // capsules have no handler here, and still fail: the name resolves, the coverage does not.
+    tree.replace("catalogs/native-cuda.toml", R"(name = "native_cuda.values")", R"(name = "reference.values")");
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, ":20:"));
+    CHECK(has(run.out, "error[uncovered-evidence]: capsule `reference.matmul` vjp evidence names test suite "
+                       "`reference.values`, which does not cover vjp of matmul on reference/cpu"));
+    CHECK(has(run.out, "note: `reference.values` covers value of 53 ops on reference/cpu"));
+    CHECK(has(run.out, "help: did you mean `reference.vjps`?\n"));
+    CHECK(has(run.out, (tree.catalogs() / "native-cuda.toml").string() + ":19:"));
+    CHECK(has(run.out, "value evidence names test suite `reference.values`, which does not cover value of "));
+    CHECK(has(run.out, " on native-cuda/cuda"));
+    CHECK(has(run.out, "help: no test suite, fuzz oracle or shared definition of this build covers value of "));
+    CHECK(count(run.out, "error[uncovered-evidence]") == 2);
+  }
+
+  TEST_CASE("fuzz-oracle and shared-definition evidence resolve against the manifest like test suites") {
+    ScratchTree tree("lint-oracles");
+    tree.replace("catalogs/reference.toml", R"(evidence = { kind = "test-suite", name = "reference.values" })",
+                 R"(evidence = { kind = "fuzz-oracle", name = "fuzz.reference" })");
+    tree.replace("catalogs/reference.toml", R"(evidence = { kind = "test-suite", name = "reference.vjps" })",
+                 R"(evidence = { kind = "shared-definition", name = "Spec.reference" })");
+    tree.replace("catalogs/native-cuda.toml", R"(evidence = { kind = "test-suite", name = "native_cuda.values" })",
+                 R"(evidence = { kind = "fuzz-oracle", name = "fuzz.cuda" })");
+
+    // This build declares no oracle or definition: on a capsule with a handler, an error.
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 1);
+    CHECK(has(run.out, "error[unknown-evidence-source]: capsule `reference.matmul` value evidence names fuzz oracle "
+                       "`fuzz.reference`, which this build does not declare"));
+    CHECK(has(run.out, "note: fuzz oracles of this build ("));
+    CHECK(has(run.out, "): none"));
+    CHECK(has(run.out, "help: name test suite `reference.values`, which covers value of matmul on reference/cpu"));
+    CHECK(has(run.out, "error[unknown-evidence-source]: capsule `reference.matmul` vjp evidence names shared "
+                       "definition `Spec.reference`, which this build does not declare"));
+    // Without a handler, a note says why it cannot be checked here: never silently accepted.
+    CHECK(has(run.out, "fuzz oracles `fuzz.cuda` (not in this build's manifest)"));
+    CHECK(count(run.out, "error[") == 2);
+
+    // A manifest that declares them: covered evidence passes, uncovered evidence fails.
+    auto built = read_evidence_manifest(CAPSULE_TEST_SUITE_MANIFEST);
+    REQUIRE(built.has_value());
+    EvidenceManifest manifest = *built;
+    EvidenceSource oracle{EvidenceKind::FuzzOracle, "fuzz.reference", {}};
+    EvidenceSource definition{EvidenceKind::SharedDefinition, "Spec.reference", {}};
+    for (const Capsule& c : testing::shipped_module("reference")->capsules) {
+      oracle.cases.push_back({c.op, Provider::Reference, Device::Cpu, Obligation::Value});
+      if (c.op != Op::Relu) definition.cases.push_back({c.op, Provider::Reference, Device::Cpu, Obligation::Vjp});
+    }
+    manifest.sources.push_back(oracle);
+    manifest.sources.push_back(definition);
+    manifest.sources.push_back({EvidenceKind::FuzzOracle, "fuzz.cuda", {}});
+    manifest.normalise();
+    tree.write("evidence.toml", write_evidence_manifest(manifest));
+    const CliRun declared = lint_in(tree, {"--test-suites", (tree.root() / "evidence.toml").string()});
+    INFO(declared.out);
+    CHECK(declared.status == 1);
+    CHECK_FALSE(has(declared.out, "unknown-evidence-source"));
+    CHECK(has(declared.out, "error[uncovered-evidence]: capsule `reference.relu` vjp evidence names shared definition "
+                            "`Spec.reference`, which does not cover vjp of relu on reference/cpu"));
+    CHECK(has(declared.out, "help: name test suite `reference.vjps`, which covers vjp of relu on reference/cpu"));
+    CHECK(has(declared.out, "value evidence names fuzz oracle `fuzz.cuda`, which does not cover value of "));
+    CHECK(count(declared.out, "error[") == 2);
   }
 
   TEST_CASE("without a manifest one warning replaces the test-suite checks") {
     EvidenceCheckInputs inputs;
-    inputs.manifest_searched = {"/nowhere/test-suites.txt"};
+    inputs.manifest_searched = {"/nowhere/test-suites.toml"};
     const Diagnostics out = check_evidence(testing::shipped(), inputs);
     REQUIRE_FALSE(out.empty());
     CHECK(out.front().code == DiagCode::NoTestSuiteManifest);
     CHECK(out.front().severity == Severity::Warning);
-    CHECK(out.front().notes == std::vector<std::string>{"looked for /nowhere/test-suites.txt"});
+    CHECK(out.front().notes == std::vector<std::string>{"looked for /nowhere/test-suites.toml"});
     for (const Diagnostic& d : out) CHECK(d.code != DiagCode::UnknownTestSuite);
   }
 
@@ -610,7 +820,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(has(sarif.out, R"("originalUriBaseIds":{"PROJECTROOT":{"uri":"file://)"));
     CHECK(has(sarif.out, R"("ruleId":"unknown-test-suite","ruleIndex":16,"level":"error")"));
     CHECK(has(sarif.out, R"("artifactLocation":{"uri":"catalogs/reference.toml","uriBaseId":"PROJECTROOT"},"region":{"startLine":19,)"));
-    CHECK(has(sarif.out, R"("ruleId":"unverifiable-evidence","ruleIndex":22,"level":"note")"));
+    CHECK(has(sarif.out, R"("ruleId":"unverifiable-evidence","ruleIndex":24,"level":"note")"));
 
     const CliRun github = lint_in(tree, {"--format", "github"});
     CHECK(github.status == 1);

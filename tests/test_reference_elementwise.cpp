@@ -14,6 +14,7 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "gradcheck.hpp"
+#include "suite_coverage.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -735,3 +736,19 @@ TEST_SUITE("reference.vjps") {
     check_vjp(Op::ScatterAdd, {x, random_tensor({3, 3, 4}, 16)}, gather, {0, 1});
   }
 }
+
+namespace {
+
+/// The forward values this file's reference.values cases check: elementwise, softmax family, reductions, random and shape ops.
+/// The list is held to what the cases run: `capsule_tests --verify-coverage` fails on an op
+/// declared here and never run, or run and not declared (tests/suite_coverage.hpp).
+const capsule::testing::SuiteCoverage kValueCoverage{
+    "reference.values", capsule::Obligation::Value, capsule::Provider::Reference, capsule::Device::Cpu, [] {
+      using enum capsule::Op;
+      return std::vector<capsule::Op>{
+          Abs, Add, BernoulliMask, Broadcast, Clamp, Concat, Cos, Div, Exp, Gather, Gelu, HardMaskedSoftmax, Inv,
+          Log, LogSoftmax, Max, Min, Mul, Neg, Permute, RandUniform, ReduceMean, ReduceSum, Relu, Reshape,
+          SafeLog, Scale, ScatterAdd, Sigmoid, Silu, Sin, Slice, Softmax, Softplus, Sqrt, Sub, Tanh, TopKMask};
+    }};
+
+}  // namespace

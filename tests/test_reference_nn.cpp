@@ -10,6 +10,7 @@
 
 #include "capsule/handlers/reference.hpp"
 #include "gradcheck.hpp"
+#include "suite_coverage.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -584,3 +585,18 @@ TEST_SUITE("reference.vjps") {
               {0, 1, 2});
   }
 }
+
+namespace {
+
+/// The forward values this file's reference.values cases check: matrix products, losses, norms, convolutions, pools and attention.
+/// The list is held to what the cases run: `capsule_tests --verify-coverage` fails on an op
+/// declared here and never run, or run and not declared (tests/suite_coverage.hpp).
+const capsule::testing::SuiteCoverage kValueCoverage{
+    "reference.values", capsule::Obligation::Value, capsule::Provider::Reference, capsule::Device::Cpu, [] {
+      using enum capsule::Op;
+      return std::vector<capsule::Op>{
+          AvgPool, BatchNorm, Conv, ConvTranspose, CrossEntropy, Distill, LayerNorm, Linear, Matmul, MaxPool,
+          MseLoss, ScaledDotProductAttention, ScaledMatmul, SmoothMaxPool, SoftmaxMatmul};
+    }};
+
+}  // namespace

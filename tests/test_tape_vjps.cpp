@@ -12,6 +12,7 @@
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
 #include "gradcheck.hpp"
+#include "suite_coverage.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -53,6 +54,7 @@ RuntimeResult<Var> objective(Session& session, const TapeCase& c, const std::vec
 
 void check_case(const TapeCase& c) {
   CAPTURE(c.label);
+  testing::record_exercised(c.op, Provider::Reference, Device::Cpu);
   SessionOptions options;
   options.profile = "checked_cpu";
   auto opened = Session::open(testing::shipped(), testing::reference_handlers(), options);
@@ -157,9 +159,40 @@ std::vector<TapeCase> cases() {
   return out;
 }
 
+/// Ops the tape treats as constants: §1.3 requires no VJP of them, so their VJP obligation is
+/// that the reference has no adjoint kernel for the tape to call. (The manifest asks for this list
+/// outside any test, so it reads the vocabulary, not the handler registry.)
+std::vector<Op> constant_ops() {
+  std::vector<Op> out;
+  for (const Op op : all_values<Op>()) {
+    if (!requires_vjp(op)) out.push_back(op);
+  }
+  return out;
+}
+
+/// The VJP cases this suite covers: every op its tape cases differentiate, and the constant ops.
+std::vector<Op> covered_ops() {
+  std::set<Op> ops;
+  for (const TapeCase& c : cases()) ops.insert(c.op);
+  for (const Op op : constant_ops()) ops.insert(op);
+  return {ops.begin(), ops.end()};
+}
+
+const testing::SuiteCoverage kCoverage{"reference.vjps", Obligation::Vjp, Provider::Reference, Device::Cpu,
+                                       covered_ops};
+
 }  // namespace
 
 TEST_SUITE("reference.vjps") {
+  TEST_CASE("ops without a VJP have no adjoint kernel for the tape to call") {
+    const std::vector<Op> ops = constant_ops();
+    CHECK(ops.size() == 3);
+    for (const Op op : ops) {
+      CAPTURE(to_string(op));
+      CHECK((testing::reference_handler(op).backward == nullptr));
+    }
+  }
+
   TEST_CASE("every differentiable op's tape VJP matches float64 central differences") {
     std::size_t checked = 0;
     for (const TapeCase& c : cases()) {

@@ -32,6 +32,27 @@ std::string quoted_list(const std::vector<std::string>& names, std::size_t limit
   return out;
 }
 
+/// Evidence kinds whose names the build's manifest declares.
+bool declared_in_manifest(EvidenceKind kind) {
+  return kind == EvidenceKind::TestSuite || kind == EvidenceKind::FuzzOracle || kind == EvidenceKind::SharedDefinition;
+}
+
+std::string_view source_words(EvidenceKind kind) {
+  switch (kind) {
+    case EvidenceKind::FuzzOracle: return "fuzz oracle";
+    case EvidenceKind::SharedDefinition: return "shared definition";
+    default: return "test suite";
+  }
+}
+
+std::string_view plural_words(EvidenceKind kind) {
+  switch (kind) {
+    case EvidenceKind::FuzzOracle: return "fuzz oracles";
+    case EvidenceKind::SharedDefinition: return "shared definitions";
+    default: return "test suites";
+  }
+}
+
 std::string_view obligation_name(std::size_t index) { return to_string(static_cast<Obligation>(index)); }
 
 SourceLoc site(const Capsule& capsule, FilePos pos) {
@@ -75,17 +96,15 @@ struct SharedFinding {
 struct Unhandled {
   std::vector<const Capsule*> capsules;
   std::set<std::string> guards;
-  std::set<std::string> suites;  ///< named suites the manifest lacks
-  std::set<std::string> keys;    ///< "provider/device" pairs, for the note
+  std::set<std::string> suites;       ///< named suites the manifest lacks
+  std::set<std::string> oracles;      ///< named fuzz oracles the manifest lacks
+  std::set<std::string> definitions;  ///< named shared definitions the manifest lacks
+  std::set<std::string> keys;         ///< "provider/device" pairs, for the note
 };
 
 class EvidenceChecker {
  public:
-  EvidenceChecker(const EvidenceCheckInputs& inputs, Diagnostics& out) : inputs_(inputs), out_(out) {
-    if (inputs_.suites) {
-      for (const std::string& suite : inputs_.suites->suites) suite_names_.push_back(suite);
-    }
-  }
+  EvidenceChecker(const EvidenceCheckInputs& inputs, Diagnostics& out) : inputs_(inputs), out_(out) {}
 
   void module(const CapsuleModule& module) {
     Unhandled unhandled;
@@ -97,10 +116,18 @@ class EvidenceChecker {
         if (evidence.kind == EvidenceKind::RuntimeGuard) {
           if (handler != nullptr) guard(capsule, i, *handler);
           else unhandled.guards.insert(evidence.name);
-        } else if (evidence.kind == EvidenceKind::TestSuite && inputs_.suites) {
-          if (inputs_.suites->contains(evidence.name)) continue;
-          if (handler != nullptr) suite(capsule, i);
-          else unhandled.suites.insert(evidence.name);
+        } else if (declared_in_manifest(evidence.kind) && inputs_.suites) {
+          const CoverageCase wanted{capsule.op, capsule.provider, capsule.device, static_cast<Obligation>(i)};
+          // A source the build has must cover the capsule, handler or not: a CUDA capsule
+          // cannot borrow the name of a suite that only ran reference kernels on the CPU.
+          if (const EvidenceSource* source = inputs_.suites->find(evidence.kind, evidence.name)) {
+            if (!source->covers(wanted)) uncovered(capsule, i, *source, wanted);
+            continue;
+          }
+          if (handler != nullptr) unknown_source(capsule, i, wanted);
+          else if (evidence.kind == EvidenceKind::TestSuite) unhandled.suites.insert(evidence.name);
+          else if (evidence.kind == EvidenceKind::FuzzOracle) unhandled.oracles.insert(evidence.name);
+          else unhandled.definitions.insert(evidence.name);
         }
       }
       provenance(module, capsule);
@@ -223,17 +250,75 @@ class EvidenceChecker {
         nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
   }
 
-  void suite(const Capsule& capsule, std::size_t index) {
+  /// Sources of the manifest that cover `wanted`: those of `kind` first, then the other kinds.
+  std::vector<const EvidenceSource*> covering(EvidenceKind kind, const CoverageCase& wanted) const {
+    std::vector<const EvidenceSource*> same;
+    std::vector<const EvidenceSource*> other;
+    for (const EvidenceSource& source : inputs_.suites->sources) {
+      if (source.covers(wanted)) (source.kind == kind ? same : other).push_back(&source);
+    }
+    same.insert(same.end(), other.begin(), other.end());
+    return same;
+  }
+
+  /// The help line naming the source nearest to `name` among those that cover `wanted`: by
+  /// coverage first (only a covering source is ever suggested), then by spelling.
+  std::string covering_help(EvidenceKind kind, std::string_view name, const CoverageCase& wanted) const {
+    const std::vector<const EvidenceSource*> candidates = covering(kind, wanted);
+    if (candidates.empty()) {
+      return str("no test suite, fuzz oracle or shared definition of this build covers ", case_words(wanted),
+                 "; add a suite that runs it and declare its coverage (tests/suite_coverage.hpp)");
+    }
+    std::vector<std::string_view> same_kind;
+    for (const EvidenceSource* source : candidates) {
+      if (source->kind == kind) same_kind.push_back(source->name);
+    }
+    const std::string close = nearest_name(name, same_kind);
+    // Only covering sources are candidates, so a close spelling keeps the short form.
+    if (!close.empty()) return str("did you mean `", close, "`?");
+    const EvidenceSource& best = *candidates.front();
+    std::string help = str("name ", source_words(best.kind), " `", best.name, "`, which covers ", case_words(wanted));
+    if (candidates.size() > 1) help += str(" (", candidates.size() - 1, " more cover it too)");
+    return help;
+  }
+
+  static std::string case_words(const CoverageCase& c) {
+    return str(to_string(c.obligation), " of ", to_string(c.op), " on ", to_string(c.provider), "/",
+               to_string(c.device));
+  }
+
+  /// Evidence names a source the manifest has, which does not declare the capsule's case.
+  void uncovered(const Capsule& capsule, std::size_t index, const EvidenceSource& source, const CoverageCase& wanted) {
     const Evidence& evidence = capsule.contracts[index].evidence;
     const SourceLoc where = site(capsule, capsule.sites[index].evidence);
-    if (!first_report(DiagCode::UnknownTestSuite, where, evidence.name, capsule)) return;
-    const std::string nearest = nearest_name(evidence.name, suite_names_);
-    add(DiagCode::UnknownTestSuite, where,
-        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names test suite `", evidence.name,
-            "`, which this build does not have"),
-        {str("test suites of this build (", inputs_.suites->path, "): ",
-             quoted_list(inputs_.suites->suites, inputs_.suites->suites.size()))},
-        nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+    if (!first_report(DiagCode::UncoveredEvidence, where, str(to_string(evidence.kind), "\n", evidence.name),
+                      capsule)) {
+      return;
+    }
+    add(DiagCode::UncoveredEvidence, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names ", source_words(source.kind),
+            " `", source.name, "`, which does not cover ", case_words(wanted)),
+        {str("`", source.name, "` ", describe_coverage(source), " (", inputs_.suites->path, ")"),
+         str("a name that resolves is not evidence: the ", source_words(source.kind),
+             " must declare this obligation of this op on this provider and device")},
+        covering_help(source.kind, source.name, wanted));
+  }
+
+  /// Evidence of a capsule with a handler names a source the manifest lacks.
+  void unknown_source(const Capsule& capsule, std::size_t index, const CoverageCase& wanted) {
+    const Evidence& evidence = capsule.contracts[index].evidence;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    const DiagCode code =
+        evidence.kind == EvidenceKind::TestSuite ? DiagCode::UnknownTestSuite : DiagCode::UnknownEvidenceSource;
+    if (!first_report(code, where, str(to_string(evidence.kind), "\n", evidence.name), capsule)) return;
+    const std::vector<std::string> declared = inputs_.suites->names(evidence.kind);
+    add(code, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names ", source_words(evidence.kind),
+            " `", evidence.name, "`, which this build ",
+            evidence.kind == EvidenceKind::TestSuite ? "does not have" : "does not declare"),
+        {str(plural_words(evidence.kind), " of this build (", inputs_.suites->path, "): ",
+             declared.empty() ? std::string("none") : quoted_list(declared, declared.size()))},
+        covering_help(evidence.kind, evidence.name, wanted));
   }
 
   /// The tree provenance paths of `module` are relative to, opened once per root; nullptr (after
@@ -398,11 +483,14 @@ class EvidenceChecker {
       unchecked.push_back(str("runtime guards ", quoted_list(guards),
                               " (no handler declares them here)"));
     }
-    if (!unhandled.suites.empty()) {
-      const std::vector<std::string> suites(unhandled.suites.begin(), unhandled.suites.end());
-      unchecked.push_back(str("test suites ", quoted_list(suites),
+    const auto lacking = [&](const std::set<std::string>& lacked, std::string_view words) {
+      if (lacked.empty()) return;
+      unchecked.push_back(str(words, " ", quoted_list(std::vector<std::string>(lacked.begin(), lacked.end())),
                               " (not in this build's manifest)"));
-    }
+    };
+    lacking(unhandled.suites, "test suites");
+    lacking(unhandled.oracles, "fuzz oracles");
+    lacking(unhandled.definitions, "shared definitions");
     if (unchecked.empty()) return;
     add(DiagCode::UnverifiableEvidence, where,
         str("evidence of ", unhandled.capsules.size() == 1 ? str("capsule `", names.front(), "`")
@@ -413,7 +501,6 @@ class EvidenceChecker {
 
   const EvidenceCheckInputs& inputs_;
   Diagnostics& out_;
-  std::vector<std::string_view> suite_names_;
   std::map<std::string, SharedFinding> shared_;
   std::map<std::string, ScannedFile> files_;
   std::map<std::string, std::unique_ptr<detail::SourceTree>> trees_;
@@ -454,31 +541,6 @@ const LintRule* find_lint_rule(std::string_view id) {
   return nullptr;
 }
 
-bool TestSuiteManifest::contains(std::string_view suite) const {
-  return std::binary_search(suites.begin(), suites.end(), suite);
-}
-
-Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const fs::path& file) {
-  std::error_code error;
-  std::ifstream in(file);
-  if (!fs::is_regular_file(file, error) || !in) {
-    return fail(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{file.string(), 0, 0},
-                           "cannot read the test-suite manifest", {}, "build capsule_tests, which writes it"});
-  }
-  TestSuiteManifest manifest;
-  manifest.path = file.string();
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const auto last = line.find_last_not_of(" \t\r");
-    manifest.suites.push_back(line.substr(first, last - first + 1));
-  }
-  std::sort(manifest.suites.begin(), manifest.suites.end());
-  manifest.suites.erase(std::unique(manifest.suites.begin(), manifest.suites.end()), manifest.suites.end());
-  return manifest;
-}
-
 Diagnostics check_profile_intent(const Workspace& workspace) {
   Diagnostics out;
   const LintRule* rule = find_lint_rule(DiagCode::UnplannableProfile);
@@ -513,7 +575,7 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
     std::vector<std::string> notes;
     if (!inputs.manifest_searched.empty()) notes.push_back(str("looked for ", join(inputs.manifest_searched, ", ")));
     out.push_back(Diagnostic{Severity::Warning, DiagCode::NoTestSuiteManifest, {},
-                             "no test-suite manifest found, so test-suite evidence is not checked", std::move(notes),
+                             "no test-suite manifest found, so test-suite, fuzz-oracle and shared-definition evidence is not checked", std::move(notes),
                              "build capsule_tests (it writes the manifest), or pass --test-suites FILE"});
   }
   const std::vector<const CapsuleModule*> modules = loaded_modules(workspace);

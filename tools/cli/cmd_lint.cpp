@@ -80,18 +80,24 @@ std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry) {
 }
 
 /// `--test-suites FILE`, else the manifest installed next to the binary's data, else the one
-/// this build wrote. Records where it looked, for the warning when there is none.
-std::optional<TestSuiteManifest> test_suites(const po::variables_map& vm, const Environment& env,
-                                             std::vector<std::string>& searched) {
+/// this build wrote. Records where it looked, and why a manifest found there was refused, for the
+/// warning when there is none.
+std::optional<EvidenceManifest> test_suites(const po::variables_map& vm, const Environment& env,
+                                            std::vector<std::string>& searched) {
+  const auto first_problem = [](const Diagnostics& problems) {
+    if (problems.empty()) return std::string("unreadable");
+    const Diagnostic& d = problems.front();
+    return d.where.line == 0 ? d.message : str("line ", d.where.line, ":", d.where.column, ": ", d.message);
+  };
   if (vm.count("test-suites")) {
     const std::string file = vm["test-suites"].as<std::string>();
-    auto manifest = read_test_suite_manifest(file);
-    if (!manifest) throw UsageError{str("--test-suites: cannot read `", file, "`")};
+    auto manifest = read_evidence_manifest(file);
+    if (!manifest) throw UsageError{str("--test-suites: cannot read `", file, "`: ", first_problem(manifest.error()))};
     return std::move(*manifest);
   }
   std::vector<fs::path> candidates;
   if (!env.executable_dir.empty()) {
-    candidates.push_back((env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / "test-suites.txt").lexically_normal());
+    candidates.push_back((env.executable_dir / ".." / CAPSULE_DATA_SUBDIR / "test-suites.toml").lexically_normal());
   }
   candidates.emplace_back(CAPSULE_TEST_SUITE_MANIFEST);
   for (const fs::path& candidate : candidates) {
@@ -100,8 +106,9 @@ std::optional<TestSuiteManifest> test_suites(const po::variables_map& vm, const 
       searched.push_back(candidate.string());
       continue;
     }
-    if (auto manifest = read_test_suite_manifest(candidate)) return std::move(*manifest);
-    searched.push_back(candidate.string());
+    auto manifest = read_evidence_manifest(candidate);
+    if (manifest) return std::move(*manifest);
+    searched.push_back(str(candidate.string(), " (refused: ", first_problem(manifest.error()), ")"));
   }
   return std::nullopt;
 }
@@ -128,13 +135,14 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
       ("deny", po::value<std::vector<std::string>>()->composing(), "make RULE an error (`warnings`: every warning)")
       ("allow", po::value<std::vector<std::string>>()->composing(), "do not report RULE")
-      ("test-suites", po::value<std::string>(), "manifest of this build's test suites (default: the one the build wrote)")
+      ("test-suites", po::value<std::string>(), "this build's evidence manifest: its test suites and what each covers (default: the one the build wrote)")
       ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
       ("help,h", "show this help");
   if (wants_help(args)) {
     ctx.out << options
             << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
-               "(test suites, runtime guards of the compiled handlers, provenance files and symbols), and reports\n"
+               "(test suites, fuzz oracles and shared definitions that cover the capsule's op, provider, device and\n"
+               "obligation, runtime guards of the compiled handlers, provenance files and symbols), and reports\n"
                "every problem in one run. Exit 0 when no error remains after --deny/--allow, 1 when one does,\n"
                "2 for usage errors or unreadable directories.\n\n"
             << rules_help();

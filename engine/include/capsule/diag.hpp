@@ -38,6 +38,8 @@ enum class DiagCode : std::uint8_t {
   InvalidGraph,        // graph ids not unique, inputs not earlier nodes, unknown node kind
   // Evidence integrity, checked by `capsule lint` against this build (capsule/lint.hpp).
   UnknownTestSuite,         // test-suite evidence names no suite in the build's manifest
+  UnknownEvidenceSource,    // fuzz-oracle or shared-definition evidence names none the manifest declares
+  UncoveredEvidence,        // evidence names a suite, oracle or definition that does not cover the capsule
   UnknownRuntimeGuard,      // runtime-guard evidence names no guard of the capsule's handler
   MissingProvenanceFile,    // a provenance path that does not exist under the source root
   MissingProvenanceSymbol,  // a provenance symbol that does not occur in its file
@@ -54,7 +56,7 @@ enum class DiagCode : std::uint8_t {
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 34> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 36> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -75,6 +77,8 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 34> kDiagCode
     {DiagCode::UnknownProfile, "unknown-profile"},
     {DiagCode::InvalidGraph, "invalid-graph"},
     {DiagCode::UnknownTestSuite, "unknown-test-suite"},
+    {DiagCode::UnknownEvidenceSource, "unknown-evidence-source"},
+    {DiagCode::UncoveredEvidence, "uncovered-evidence"},
     {DiagCode::UnknownRuntimeGuard, "unknown-runtime-guard"},
     {DiagCode::MissingProvenanceFile, "missing-provenance-file"},
     {DiagCode::MissingProvenanceSymbol, "missing-provenance-symbol"},

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `capsule lint` beyond loading. Evidence is not a label: a test-suite name must be a suite this
-// build has, a runtime guard must be one the capsule's compiled handler declares, and provenance
+// `capsule lint` beyond loading. Evidence is not a label: a test suite, fuzz oracle or shared
+// definition must be one this build declares, covering the capsule's op, provider, device and
+// obligation (capsule/evidence_manifest.hpp); a runtime guard must be one the capsule's compiled handler declares, and provenance
 // must name a real file that holds its symbol. This header holds every lint rule (a stable id,
 // which is a diagnostic code, and a default severity), those evidence-integrity checks, and the
 // `--deny`/`--allow` overrides CI uses. The engine includes no handler header: callers describe
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "capsule/diag.hpp"
+#include "capsule/evidence_manifest.hpp"
 #include "capsule/load.hpp"
 #include "capsule/result.hpp"
 #include "capsule/vocab.hpp"
@@ -32,7 +34,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 26> kLintRules{{
+inline constexpr std::array<LintRule, 28> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -57,6 +59,11 @@ inline constexpr std::array<LintRule, 26> kLintRules{{
     {DiagCode::UnknownModule, Severity::Error, true, "every module a profile lists is loaded"},
     {DiagCode::UnknownTestSuite, Severity::Error, false,
      "test-suite evidence of a capsule with a compiled handler names a suite of this build"},
+    {DiagCode::UnknownEvidenceSource, Severity::Error, false,
+     "fuzz-oracle and shared-definition evidence of a capsule with a compiled handler names one this build declares"},
+    {DiagCode::UncoveredEvidence, Severity::Error, false,
+     "a suite, oracle or definition of this build that evidence names covers the capsule's op, provider, device "
+     "and obligation"},
     {DiagCode::UnknownRuntimeGuard, Severity::Error, false,
      "runtime-guard evidence names a guard the capsule's compiled handler declares"},
     {DiagCode::MissingProvenanceFile, Severity::Error, false, "every provenance path exists under the source root"},
@@ -88,23 +95,11 @@ struct LintHandler {
   SourceLoc where;  ///< registration site, when known
 };
 
-/// The doctest suites of this build, as the build's manifest lists them.
-struct TestSuiteManifest {
-  std::string path;
-  std::vector<std::string> suites;  ///< sorted, unique
-
-  bool contains(std::string_view suite) const;
-};
-
-/// Reads a manifest: one suite name per line; blank lines and lines starting with `#` are
-/// skipped. An unreadable file is an io-error diagnostic.
-Result<TestSuiteManifest, Diagnostic> read_test_suite_manifest(const std::filesystem::path& file);
-
 struct EvidenceCheckInputs {
   std::vector<LintHandler> handlers;  ///< every compiled handler of this build
-  /// The build's test suites; without one, a single no-test-suite-manifest warning replaces the
-  /// suite checks.
-  std::optional<TestSuiteManifest> suites;
+  /// The build's evidence manifest (test suites, fuzz oracles, shared definitions and the cases
+  /// each covers); without one, a single no-test-suite-manifest warning replaces those checks.
+  std::optional<EvidenceManifest> suites;
   std::vector<std::string> manifest_searched;  ///< where a manifest was looked for (for that warning)
   /// The directory provenance paths are relative to. Unset: the directory above each catalog's
   /// own directory (the project root for `catalogs/x.toml`). Lint reads only files git tracks
@@ -121,6 +116,8 @@ struct EvidenceCheckInputs {
 /// belong to a provider this build leaves out); such capsules give one no-compiled-handler
 /// warning and one unverifiable-evidence note per module instead of errors. Evidence written
 /// once in [defaults] is reported once, with the other capsules that share it in a note.
+/// Evidence naming a suite, oracle or definition the manifest has must be covered by it whether
+/// or not the capsule has a handler: a CUDA capsule cannot borrow the reference suite's name.
 /// It ends with check_profile_intent's findings.
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
 
