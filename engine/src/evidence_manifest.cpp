@@ -21,27 +21,6 @@ constexpr std::string_view kTopKeys[] = {"schema", "test-suite", "fuzz-oracle", 
 constexpr std::string_view kSourceKeys[] = {"name", "covers"};
 constexpr std::string_view kCoverKeys[] = {"obligation", "provider", "device", "ops"};
 
-/// A TOML basic string. Names are evidence names (no `"`, `\` or controls), but the writer
-/// escapes anyway so that it can never emit a file the reader would misread.
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20 || byte == 0x7f) {
-      static constexpr char kHex[] = "0123456789ABCDEF";
-      out += "\\u00";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 void read_covers(FileContext& context, const toml::array& covers, EvidenceSource& source) {
   for (const toml::node& item : covers) {
     const toml::table* table = item.as_table();
@@ -172,7 +151,7 @@ std::string write_evidence_manifest(const EvidenceManifest& manifest) {
       "# for `capsule lint`; format in docs/decisions.md, \"Evidence names\".\n";
   out += str("schema = ", kEvidenceManifestSchema, "\n");
   for (const EvidenceSource& source : sorted.sources) {
-    out += str("\n[[", section_key(source.kind), "]]\nname = ", quoted(source.name), "\n");
+    out += str("\n[[", section_key(source.kind), "]]\nname = ", toml_quoted(source.name), "\n");
     if (source.cases.empty()) continue;
     // One line per (obligation, provider, device), its ops in vocabulary order.
     std::map<std::tuple<Obligation, Provider, Device>, std::vector<Op>> groups;
@@ -180,9 +159,9 @@ std::string write_evidence_manifest(const EvidenceManifest& manifest) {
     out += "covers = [\n";
     for (const auto& [key, ops] : groups) {
       std::vector<std::string> names;
-      for (const Op op : ops) names.push_back(quoted(to_string(op)));
-      out += str("  { obligation = ", quoted(to_string(std::get<0>(key))), ", provider = ",
-                 quoted(to_string(std::get<1>(key))), ", device = ", quoted(to_string(std::get<2>(key))),
+      for (const Op op : ops) names.push_back(toml_quoted(to_string(op)));
+      out += str("  { obligation = ", toml_quoted(to_string(std::get<0>(key))), ", provider = ",
+                 toml_quoted(to_string(std::get<1>(key))), ", device = ", toml_quoted(to_string(std::get<2>(key))),
                  ", ops = [", join(names, ", "), "] },\n");
     }
     out += "]\n";
