@@ -91,7 +91,10 @@ bool EvidenceSource::covers(const CoverageCase& wanted) const {
 const EvidenceSource* EvidenceManifest::find(EvidenceKind kind, std::string_view name) const {
   const auto at = std::lower_bound(sources.begin(), sources.end(), std::make_pair(kind, name),
                                    [](const EvidenceSource& s, const std::pair<EvidenceKind, std::string_view>& key) {
-                                     return std::tie(s.kind, s.name) < std::tie(key.first, key.second);
+                                     // Compared field by field: a tuple of string and string_view
+                                     // references is not ordered under Clang's libstdc++.
+                                     if (s.kind != key.first) return s.kind < key.first;
+                                     return std::string_view(s.name) < key.second;
                                    });
   if (at == sources.end() || at->kind != kind || at->name != name) return nullptr;
   return &*at;
