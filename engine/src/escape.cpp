@@ -5,19 +5,8 @@
 #include <cstdio>
 
 namespace capsule {
-namespace {
 
-constexpr char32_t kInvalid = 0xFFFFFFFF;
-
-/// One step of a strict UTF-8 decoder: the code point at `text[at]` and its length in bytes, or
-/// kInvalid with length 1 when the byte there does not start a well-formed sequence (Unicode
-/// table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF, no truncation).
-struct Decoded {
-  char32_t code_point;
-  std::size_t length;
-};
-
-Decoded decode(std::string_view text, std::size_t at) {
+Utf8Step decode_utf8(std::string_view text, std::size_t at) {
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
   const unsigned char lead = byte(0);
   if (lead < 0x80) return {lead, 1};
@@ -38,16 +27,19 @@ Decoded decode(std::string_view text, std::size_t at) {
     if (lead == 0xF0) low = 0x90;   // else overlong
     if (lead == 0xF4) high = 0x8F;  // else above U+10FFFF
   } else {
-    return {kInvalid, 1};
+    return {kInvalidUtf8, 1};
   }
-  if (at + length > text.size()) return {kInvalid, 1};
+  if (at + length > text.size()) return {kInvalidUtf8, 1};
   for (std::size_t i = 1; i < length; ++i) {
     const unsigned char next = byte(i);
-    if (i == 1 ? (next < low || next > high) : (next & 0xC0) != 0x80) return {kInvalid, 1};
+    if (i == 1 ? (next < low || next > high) : (next & 0xC0) != 0x80) return {kInvalidUtf8, 1};
     value = (value << 6) | (next & 0x3F);
   }
   return {value, length};
 }
+
+namespace {
+
 
 void append_hex(std::string& out, std::string_view prefix, unsigned value, int digits, bool upper) {
   char buffer[16];
@@ -70,8 +62,8 @@ std::string text_escape(std::string_view text) {
   // Where a line-start check applies: the first character that is not a space.
   const std::size_t first_visible = std::min(text.find_first_not_of(' '), text.size());
   for (std::size_t at = 0; at < text.size();) {
-    const Decoded d = decode(text, at);
-    if (d.code_point == kInvalid) {
+    const Utf8Step d = decode_utf8(text, at);
+    if (d.code_point == kInvalidUtf8) {
       append_hex(out, "\\x", static_cast<unsigned char>(text[at]), 2, false);
     } else if (d.code_point == '\n') {
       out += "\\n";
@@ -145,9 +137,9 @@ std::string json_escape(std::string_view text) {
   out.reserve(text.size() + 2);
   out += '"';
   for (std::size_t at = 0; at < text.size();) {
-    const Decoded d = decode(text, at);
+    const Utf8Step d = decode_utf8(text, at);
     const char32_t c = d.code_point;
-    if (c == kInvalid) {
+    if (c == kInvalidUtf8) {
       out += "\\ufffd";
     } else if (c == '"') {
       out += "\\\"";

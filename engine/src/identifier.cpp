@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -44,19 +45,12 @@ std::string describe(std::string_view text, std::size_t at) {
     std::snprintf(buffer, sizeof buffer, "U+%04X", byte);
     return str(buffer, " (a control character)");
   }
-  std::size_t length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 0;
-  std::uint32_t code = length == 4 ? byte & 0x07u : length == 3 ? byte & 0x0fu : byte & 0x1fu;
-  bool well_formed = length != 0 && at + length <= text.size();
-  for (std::size_t i = 1; well_formed && i < length; ++i) {
-    const auto next = static_cast<unsigned char>(text[at + i]);
-    if ((next & 0xc0u) != 0x80u) well_formed = false;
-    code = (code << 6) | (next & 0x3fu);
-  }
-  if (!well_formed) {
+  const Utf8Step step = decode_utf8(text, at);
+  if (step.code_point == kInvalidUtf8) {
     std::snprintf(buffer, sizeof buffer, "0x%02X", byte);
     return str("the byte ", buffer, " (not UTF-8)");
   }
-  std::snprintf(buffer, sizeof buffer, "U+%04X", static_cast<unsigned>(code));
+  std::snprintf(buffer, sizeof buffer, "U+%04X", static_cast<unsigned>(step.code_point));
   return str(buffer, " (not ASCII)");
 }
 

@@ -75,17 +75,10 @@ const ResolvedProfile* checked_cpu() {
 void require_inert(std::string_view out, bool github_commands = false) {
   std::size_t line_start = 0;
   for (std::size_t i = 0; i < out.size();) {
-    const auto byte = static_cast<unsigned char>(out[i]);
-    std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
-    if (length == 0 || i + length > out.size()) std::abort();
-    char32_t code = length == 1 ? byte : length == 2 ? byte & 0x1fu : length == 3 ? byte & 0x0fu : byte & 0x07u;
-    for (std::size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(out[i + k]);
-      if ((next & 0xc0u) != 0x80u) std::abort();
-      code = (code << 6) | (next & 0x3fu);
-    }
-    const bool overlong = (length == 2 && code < 0x80) || (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
-    if (overlong || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) std::abort();
+    const Utf8Step step = decode_utf8(out, i);
+    if (step.code_point == kInvalidUtf8) std::abort();
+    const char32_t code = step.code_point;
+    const std::size_t length = step.length;
     if ((code < 0x20 && code != '\n') || code == 0x7f || is_hidden_code_point(code)) std::abort();
     if (i == line_start) {
       std::size_t first = i;

@@ -58,6 +58,16 @@ std::string github_escape(std::string_view text, GithubField field);
 /// backslash-escaped (so a visible `\n` stays two characters instead of breaking the label).
 std::string dot_escape(std::string_view text);
 
+/// One step of a strict UTF-8 decoder: the code point at `text[at]` and its length in bytes, or
+/// kInvalidUtf8 with length 1 when the byte there does not start a well-formed sequence (Unicode
+/// table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF, no truncation).
+inline constexpr char32_t kInvalidUtf8 = 0xFFFFFFFF;
+struct Utf8Step {
+  char32_t code_point;
+  std::size_t length;
+};
+Utf8Step decode_utf8(std::string_view text, std::size_t at);
+
 /// True for the code points `text_escape` and `json_escape` make visible besides C0/DEL: C1
 /// controls U+0080-U+009F, U+00AD, U+061C, U+180E, U+200B-U+200F, U+202A-U+202E, U+2028,
 /// U+2029, U+2060-U+206F (word joiner, invisible operators, bidi isolates, deprecated format
