@@ -252,8 +252,10 @@ class Parser {
       fail_at(position(start), "found a number a double cannot hold (magnitude above ~1.8e308 or nonzero below ~4.9e-324), "
                                "expected a number within a double's range");
     }
+    // "-0" is no integer: an int64 cannot carry the sign of zero, and writing it back as 0 would
+    // change the value's double.
     std::int64_t integer = 0;
-    const bool exact = integer_text && [&] {
+    const bool exact = integer_text && !(d == 0 && text_[start] == '-') && [&] {
       const auto as_int = std::from_chars(first, last, integer);
       return as_int.ec == std::errc{} && as_int.ptr == last;
     }();

@@ -30,7 +30,7 @@ using JsonObject = std::vector<std::pair<std::string, JsonValue>>;
 using JsonArray = std::vector<JsonValue>;
 
 /// A parsed JSON value. Numbers keep their text's value as a double, and as an int64 when the
-/// text is an integer (no fraction, no exponent) that fits one exactly. The accessor of another
+/// text is an integer (no fraction, no exponent) that fits one exactly (`-0` does not). The accessor of another
 /// kind than kind() returns an empty or zero value. The payload is one variant, so a value costs
 /// 48 bytes whatever its kind (a 16 MiB text of `[0,0,...]` holds 8 million of them).
 class JsonValue {
@@ -101,7 +101,8 @@ struct JsonParseError {
 /// - Numbers: `-`? (`0` | [1-9][0-9]*) (`.` [0-9]+)? ([eE] [+-]? [0-9]+)?; no `+`, leading zeros,
 ///   NaN or Infinity. Read with std::from_chars (correctly rounded); a number whose magnitude a
 ///   double cannot hold (above ~1.8e308, or nonzero below ~4.9e-324) is an error, never inf or 0.
-///   Text without fraction or exponent that fits an int64 also keeps its exact integer value.
+///   Text without fraction or exponent that fits an int64 also keeps its exact integer value
+///   (except `-0`, whose sign only the double holds).
 /// - Strings: strict UTF-8 (decode_utf8), no raw control character U+0000-U+001F, escapes
 ///   \" \\ \/ \b \f \n \r \t and \uXXXX (hex in either case); a high surrogate escape must be
 ///   followed by a low one and the pair is combined; a lone surrogate escape is an error. A
