@@ -16,10 +16,10 @@ echo "== tests (main build)"
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 JOBS="$jobs" bash tools/dev/sanitize.sh | tee -a "$log"
 
-echo "== bounded libFuzzer runs over the loaders: 20,000 short inputs, then 90 s of inputs up to 256 KiB"
+echo "== bounded libFuzzer runs over the loaders: 20,000 short inputs, then 90 s of inputs up to 256 KiB; 200,000 runs of the JSON reader"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPSULE_FUZZ=ON \
   -DCAPSULE_BENCHMARKS=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target capsule_fuzz_loaders
+cmake --build build-fuzz -j"$jobs" --target capsule_fuzz_loaders capsule_fuzz_json
 fuzz_log=$(mktemp)
 if ! (cd build-fuzz && ctest --output-on-failure -V -L fuzz) >"$fuzz_log" 2>&1; then
   cat "$fuzz_log"
@@ -29,7 +29,7 @@ fi
 grep -E 'stat::number_of_executed_units|tests passed' "$fuzz_log" | tee -a "$log"
 executions=$(awk '/stat::number_of_executed_units/ {n += $NF} END {print n + 0}' "$fuzz_log")
 rm -f "$fuzz_log"
-echo "fuzz: $executions executions over the loaders and every renderer, 0 crashes (ASan + UBSan)"
+echo "fuzz: $executions executions over the loaders, every renderer and the JSON reader, 0 crashes (ASan + UBSan)"
 
 # One closing line over all three stages (each stage already stopped the script on a failure).
 read -r total failed < <(awk '/tests passed, [0-9]+ tests failed out of/ {f += $4; t += $NF} END {print t + 0, f + 0}' "$log")
