@@ -30,9 +30,10 @@ using JsonObject = std::vector<std::pair<std::string, JsonValue>>;
 using JsonArray = std::vector<JsonValue>;
 
 /// A parsed JSON value. Numbers keep their text's value as a double, and as an int64 when the
-/// text is an integer (no fraction, no exponent) that fits one exactly (`-0` does not). The accessor of another
-/// kind than kind() returns an empty or zero value. The payload is one variant, so a value costs
-/// 48 bytes whatever its kind (a 16 MiB text of `[0,0,...]` holds 8 million of them).
+/// text is an integer (no fraction, no exponent) that fits one exactly (`-0` does not). The
+/// accessor of another kind than kind() returns an empty or zero value. The payload is one
+/// variant, so a value costs 48 bytes (64-bit) whatever its kind: a 16 MiB text of `[0,0,...]`
+/// holds 8 million of them.
 class JsonValue {
  public:
   enum class Kind : std::uint8_t { Null, Bool, Number, String, Array, Object };
