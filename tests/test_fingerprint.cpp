@@ -274,6 +274,26 @@ TEST_SUITE("fingerprint") {
     const testing::CliRun failed_json = run({"plan", "--profile", "checked_cpu", "--ops", "selective_scan", "--format", "json"});
     CHECK(has(failed_json.out, R"("environment":{"sha256":")" + digest));
   }
+
+  TEST_CASE("the trust diff, which names the folders it read, prints the fingerprint in every format") {
+    const auto root = testing::test_data() / "diff" / "evidence-weakened";
+    const std::string digest = current_fingerprint().digest();
+    const auto diff = [&](std::string format) {
+      return testing::run_cli({"diff", (root / "base").string(), (root / "head").string(), "--format", std::move(format)});
+    };
+    const testing::CliRun text = diff("text");
+    CHECK(text.status == 1);  // the fixture weakens evidence
+    // The block ends the report: after its header, only `  key value` lines follow.
+    const std::string header = "\n\nenvironment: sha256 " + digest + "\n";
+    const std::size_t at = text.out.find(header);
+    REQUIRE(at != std::string::npos);
+    const std::vector<std::string> entries = lines_of(std::string_view(text.out).substr(at + header.size()));
+    CHECK(entries.size() == current_fingerprint().entries.size() + 1);  // and the empty piece after the last newline
+    for (std::size_t i = 0; i + 1 < entries.size(); ++i) CHECK(entries[i].starts_with("  "));
+    CHECK(has(text.out, "\n  host.os "));
+    CHECK(has(diff("json").out, R"(},"environment":{"sha256":")" + digest + R"(","entries":{)"));
+    CHECK(has(diff("markdown").out, "\n**Environment** (sha256 `" + digest + "`)\n\n| key | value |\n"));
+  }
 }
 
 }  // namespace capsule
