@@ -5,6 +5,8 @@
 // binary with different OPENBLAS_CORETYPE values.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -147,6 +149,28 @@ TEST_SUITE("fingerprint") {
     const EnvironmentFingerprint again =
         collect_host_fingerprint(lookup_from({{"OPENBLAS_CORETYPE", std::string(kHostile)}, {"OMP_NUM_THREADS", "4"}}));
     CHECK(again.digest() == fp.digest());
+  }
+
+  TEST_CASE("an OpenBLAS loaded in the process is found with dlsym and its own text is escaped too") {
+    // Before it is loaded (and when no earlier test in this process loaded it: dlclose need not
+    // unload), the fingerprint says there is none rather than leaving the entry out.
+    if (dlsym(RTLD_DEFAULT, "openblas_get_config") == nullptr) {
+      const EnvironmentFingerprint without = collect_host_fingerprint(lookup_from({}));
+      CHECK(without.get(std::string(fingerprint_key::kOpenblas)) == "no OpenBLAS loaded in this process");
+      CHECK(without.get(std::string(fingerprint_key::kOpenblasCore)).empty());
+      CHECK(without.get(std::string(fingerprint_key::kOpenblasThreads)).empty());
+    }
+    // Loaded with RTLD_GLOBAL so RTLD_DEFAULT lookups see it, as they would a linked OpenBLAS.
+    void* library = dlopen(CAPSULE_FAKE_OPENBLAS, RTLD_NOW | RTLD_GLOBAL);
+    REQUIRE_MESSAGE(library != nullptr, dlerror());
+    const EnvironmentFingerprint fp = collect_host_fingerprint(lookup_from({}));
+    dlclose(library);
+    CHECK(fp.get(std::string(fingerprint_key::kOpenblas)) == "OpenBLAS 0.3.99 (fake) DYNAMIC_ARCH\n::error::forged by the BLAS");
+    CHECK(fp.get(std::string(fingerprint_key::kOpenblasCore)) == "Haswell");
+    CHECK(fp.get(std::string(fingerprint_key::kOpenblasThreads)) == "3");
+    const std::string text = environment_block(fp);
+    CHECK(has(text, "\n  blas.openblas OpenBLAS 0.3.99 (fake) DYNAMIC_ARCH\\n::error::forged by the BLAS\n"));
+    for (const std::string& line : lines_of(text)) CHECK_FALSE(line.starts_with("::"));
   }
 
   TEST_CASE("a hostile environment value cannot start a line in text, GitHub, Markdown, DOT or JSON output") {
