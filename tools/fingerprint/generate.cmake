@@ -5,19 +5,31 @@
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
-# "unknown" outside git. Whatever git prints is checked to be a hex object name before use.
+# "unknown" outside git or when the tree is not the top of its repository. Whatever git prints
+# is checked to be a hex object name before use.
 set(commit "unknown")
 if(GIT)
-  execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse HEAD
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE head ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  # Only the source tree's own repository counts: a tree unpacked inside some other checkout
+  # (a tarball in a home directory under git) must not report that checkout's commit.
+  execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --show-toplevel
+                  RESULT_VARIABLE top_rc OUTPUT_VARIABLE top ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  file(REAL_PATH "${SOURCE_DIR}" source_real)
+  if(top_rc EQUAL 0)
+    file(REAL_PATH "${top}" top)
+  endif()
+  set(head "")
+  set(rc 1)
+  if(top_rc EQUAL 0 AND top STREQUAL source_real)
+    execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse HEAD
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE head ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endif()
   if(rc EQUAL 0 AND head MATCHES "^[0-9a-f]+$")
     set(commit "${head}")
     # --no-optional-locks: a status taken during a build must not rewrite the index.
     execute_process(COMMAND "${GIT}" --no-optional-locks -C "${SOURCE_DIR}" status --porcelain
                     RESULT_VARIABLE rc OUTPUT_VARIABLE changes ERROR_QUIET)
-    if(NOT rc EQUAL 0)
-      set(commit "${commit}-status-unknown")
-    elseif(NOT changes STREQUAL "")
+    # A tree whose status cannot be read is not known to be clean: call it dirty.
+    if(NOT rc EQUAL 0 OR NOT changes STREQUAL "")
       set(commit "${commit}-dirty")
     endif()
   endif()
