@@ -74,6 +74,20 @@ std::string mask_digests(std::string text) {
   return out;
 }
 
+EnvironmentFingerprint fixed_fingerprint() {
+  EnvironmentFingerprint fingerprint;
+  fingerprint.set(std::string(fingerprint_key::kCommit), "0123456789abcdef0123456789abcdef01234567");
+  fingerprint.set(std::string(fingerprint_key::kHostOs), "TestOS 1.0");
+  fingerprint.set(fingerprint_key::environment_variable("OPENBLAS_CORETYPE"), "unset");
+  return fingerprint;
+}
+
+cli::Environment golden_environment() {
+  cli::Environment env;
+  env.fingerprint = fixed_fingerprint();
+  return env;
+}
+
 std::string read_text(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::ostringstream buffer;

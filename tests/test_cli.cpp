@@ -22,7 +22,10 @@ std::vector<std::string> with_data(std::vector<std::string> args) {
   return args;
 }
 
-CliRun cli(std::vector<std::string> args) { return capsule::testing::run_cli(with_data(std::move(args))); }
+// A fixed fingerprint keeps machine-dependent values out of the goldens.
+CliRun cli(std::vector<std::string> args) {
+  return capsule::testing::run_cli(with_data(std::move(args)), capsule::testing::golden_environment());
+}
 
 std::string normalize(std::string text) {
   const std::string src = source_dir().string();

@@ -296,7 +296,9 @@ TEST_CASE("whitespace / comments and key order produce no findings") {
   CHECK(exit_status(diff) == 0);
   const std::string text = render_text(diff);
   CHECK(text.starts_with("trust diff base -> head: no changes in meaning\nresult: passes (exit 0)\nbase read: catalogs "));
-  CHECK(std::count(text.begin(), text.end(), '\n') == 4);  // the two folder lines and nothing else
+  // The two folder lines, then a blank line and the environment block (no entries in `diff`).
+  CHECK(std::count(text.begin(), text.end(), '\n') == 6);
+  CHECK(text.ends_with("\n\nenvironment: sha256 " + EnvironmentFingerprint{}.digest() + "\n"));
   const std::string markdown = render_markdown(diff);
   CHECK(markdown.starts_with("### Trust diff `base` → `head`\n\nNo changes in meaning. **Result: passes** (exit 0).\n"));
   CHECK_FALSE(has(markdown, "####"));

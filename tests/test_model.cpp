@@ -96,7 +96,8 @@ TEST_SUITE("model") {
     auto plan = resolved.planner.plan_graph(*reloaded);
     REQUIRE(plan);
     const std::vector<KernelGroup> groups = group(*plan, resolved.profile->lowering);
-    const std::string report = graph_report(GraphReportInput{resolved, *reloaded, *plan, groups}, ReportFormat::Text);
+    const EnvironmentFingerprint environment;
+    const std::string report = graph_report(GraphReportInput{resolved, *reloaded, *plan, groups, environment}, ReportFormat::Text);
     CHECK_MESSAGE(report.find("nodes 18, planned 13\n") != std::string::npos, report);
     CHECK(report.find("  17 reshape from=[1, 1] to=[1] -> reference.reshape") != std::string::npos);
   }

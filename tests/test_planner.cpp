@@ -170,7 +170,7 @@ TEST_SUITE("planner") {
     auto plan = hybrid.planner.plan_ops(ops);
     REQUIRE(plan.has_value());
     CHECK(trusted_external_ops(plan->kernels) == std::vector<Op>{Op::ScaledDotProductAttention});
-    const std::string report = plan_report(hybrid, *plan, ReportFormat::Text);
+    const std::string report = plan_report(hybrid, *plan, ReportFormat::Text, EnvironmentFingerprint{});
     CHECK(report.find("vjp=torchlean-tape") != std::string::npos);
     CHECK(report.find("scaled_dot_product_attention: libtorch.sdpa_forward") != std::string::npos);
     CHECK(report.find("trusted external boundary: scaled_dot_product_attention\n") != std::string::npos);
@@ -349,7 +349,7 @@ TEST_SUITE("planner") {
     CHECK(plan->kernels[0].capsule->name == "replacement.relu");
     CHECK(plan->kernels[1].capsule->name == "reference.matmul");
     // The report names the replacement catalog file among its sources.
-    CHECK(plan_report(*resolved, *plan, ReportFormat::Text).find("replacement/relu.toml sha256") != std::string::npos);
+    CHECK(plan_report(*resolved, *plan, ReportFormat::Text, EnvironmentFingerprint{}).find("replacement/relu.toml sha256") != std::string::npos);
   }
 
   TEST_CASE("every future_* profile fails to plan rather than falling back") {

@@ -49,6 +49,12 @@ CliRun run_cli(std::vector<std::string> args, const cli::Environment& env = {});
 /// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.
 std::string mask_digests(std::string text);
 
+/// A fixed environment fingerprint with no machine-dependent value, for tests that compare
+/// reports with goldens (test_fingerprint.cpp checks the real one).
+EnvironmentFingerprint fixed_fingerprint();
+/// A CLI environment whose reports print fixed_fingerprint().
+cli::Environment golden_environment();
+
 /// A catalog whose [defaults] make every capsule valid, so each test adds exactly one fault.
 inline constexpr std::string_view kCatalogHead = R"(schema = 1
 module = "inline"

@@ -5,6 +5,7 @@
 // markdown_escape / markdown_code, or the JSON writer.
 #include "capsule/diff.hpp"
 
+#include "capsule/environment_report.hpp"
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/text.hpp"
@@ -182,7 +183,7 @@ std::string render_text(const TrustDiff& diff) {
   for (const Waiver& w : diff.unused_waivers) {
     out += str("  unused: ", text_escape(w.change), " matches no change (", text_escape(location_words(w.where)), ")\n");
   }
-  return out;
+  return out + "\n" + environment_block(diff.environment) + "\n";
 }
 
 std::string render_markdown(const TrustDiff& diff) {
@@ -261,7 +262,7 @@ std::string render_markdown(const TrustDiff& diff) {
     }
     out += "```\n\n</details>\n";
   }
-  return out;
+  return out + environment_markdown(diff.environment);
 }
 
 std::string render_json(const TrustDiff& diff) {
@@ -285,6 +286,7 @@ std::string render_json(const TrustDiff& diff) {
     json.key(side).begin_object().field("catalogs", folders->catalogs).field("profiles", folders->profiles).end_object();
   }
   json.end_object();
+  write_environment_json(json, diff.environment);
   json.key("changes").begin_array();
   for (const Change& c : diff.changes) {
     json.begin_object()

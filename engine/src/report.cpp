@@ -230,7 +230,8 @@ std::string sources_block(std::span<const SourceFile> sources) {
   return out;
 }
 
-std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format) {
+std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format,
+                        const EnvironmentFingerprint& environment) {
   const Profile& profile = *resolved.profile;
   std::span<const PlannedKernel> kernels = plan.kernels;
   switch (format) {
@@ -243,6 +244,7 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
       json.end_array();
       write_trusted_ops(json, kernels);
       write_catalogs(json, resolved.sources);
+      write_environment_json(json, environment);
       json.end_object();
       return json.str() + "\n";
     }
@@ -252,7 +254,7 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
       out += boundary_markdown(kernels) + "\n" + boundary_evidence_markdown(kernels) + "\n";
       out += markdown_kernel_table(kernels, nullptr);
       out += markdown_contracts(kernels);
-      return out + markdown_sources(resolved.sources);
+      return out + markdown_sources(resolved.sources) + environment_markdown(environment);
     }
     case ReportFormat::Text:
     case ReportFormat::Dot: {  // DOT draws graphs; the CLI rejects it for op lists before we get here
@@ -260,7 +262,7 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
       for (const PlannedKernel& k : kernels) {
         for (const std::string& line : detailed_lines(k)) out += "\n" + line;
       }
-      return out + "\n" + sources_block(resolved.sources) + "\n";
+      return out + "\n" + sources_block(resolved.sources) + "\n" + environment_block(environment) + "\n";
     }
   }
   return {};
@@ -279,7 +281,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       for (const PlannedNodeKernel& k : input.plan.kernels) out += node_line(input.graph, k) + "\n";
       out += str("kernels ", input.plan.kernels.size(), ", groups ", input.groups.size(), "\n");
       for (const KernelGroup& g : input.groups) out += group_line(g) + "\n";
-      return out + sources_block(sources) + "\n";
+      return out + sources_block(sources) + "\n" + environment_block(input.environment) + "\n";
     }
     case ReportFormat::Json: {
       JsonWriter json;
@@ -307,6 +309,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       json.end_array();
       write_trusted_ops(json, group_plan);
       write_catalogs(json, input.resolved.sources);
+      write_environment_json(json, input.environment);
       json.end_object();
       return json.str() + "\n";
     }
@@ -321,7 +324,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       for (const KernelGroup& g : input.groups) ids.push_back(g.node_ids);
       out += markdown_kernel_table(group_plan, &ids);
       out += markdown_contracts(group_plan);
-      return out + markdown_sources(sources);
+      return out + markdown_sources(sources) + environment_markdown(input.environment);
     }
     case ReportFormat::Dot: {
       // One colour per provider so a reader sees at a glance which code computes each node;
@@ -368,14 +371,17 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       }
       out += "  // sources\n";
       for (const SourceFile& s : sources) out += str("  // ", text_escape(s.path), " sha256 ", text_escape(s.sha256), "\n");
-      return out + "}\n";
+      return out + environment_dot_comments(input.environment) + "}\n";
     }
   }
   return {};
 }
 
-std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources) {
-  if (format != ReportFormat::Json) return error.render() + "\n" + sources_block(sources) + "\n";
+std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources,
+                              const EnvironmentFingerprint& environment) {
+  if (format != ReportFormat::Json) {
+    return error.render() + "\n" + sources_block(sources) + "\n" + environment_block(environment) + "\n";
+  }
   JsonWriter json;
   json.begin_object().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);
   json.field("op", to_string(error.op));
@@ -386,6 +392,7 @@ std::string plan_error_report(const PlanError& error, ReportFormat format, std::
   }
   json.end_array().end_object();
   write_sources_json(json, sources);
+  write_environment_json(json, environment);
   json.end_object();
   return json.str() + "\n";
 }

@@ -113,7 +113,7 @@ RuntimeStatus causal_attention(const Run& run) {
         .field("hard_masked_softmax", w_hard).end_object();
     json_rows(json, "causal_attention_output", attended.value());
     json.end_object();
-    close_json(json, session);
+    close_json(json, session, run);
     run.out << json.str() << "\n";
     return std::monostate{};
   }
@@ -134,7 +134,7 @@ RuntimeStatus causal_attention(const Run& run) {
       << ")\n";
   out << "\nscaled_dot_product_attention, causal, q k v [3, 2]:\n";
   for (const auto& r : rows_of(attended.value())) out << "  " << fixed_row(r) << "\n";
-  out << "\n" << capsules_used_text(session.capsules_used());
+  out << "\n" << closing_text(session, run);
   return std::monostate{};
 }
 

@@ -85,13 +85,13 @@ RuntimeStatus cnn_classifier(const Run& run) {
     for (const double loss : losses) json.value(loss);
     json.end_array().field("initial_loss", losses.front()).field("final_loss", losses.back())
         .field("correct", correct).field("images", kImages);
-    close_json(json, session);
+    close_json(json, session, run);
     run.out << json.str() << "\n";
     return std::monostate{};
   }
   run.out << str("loss ", fixed(losses.front()), " -> ", fixed(losses.back()), "; accuracy ", correct, "/", kImages,
                  "\n\n");
-  run.out << capsules_used_text(session.capsules_used());
+  run.out << closing_text(session, run);
   return std::monostate{};
 }
 

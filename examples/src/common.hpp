@@ -60,8 +60,11 @@ class Progress {
 /// A uniform draw in [lo, hi) from a splitmix64 stream (the examples' synthetic data).
 double uniform(std::uint64_t& state, double lo, double hi);
 
-/// Writes `capsules_used` and `sources` into the open JSON object and closes it.
-void close_json(JsonWriter& json, const Session& session);
+/// Writes `capsules_used`, `sources` and `environment` into the open JSON object and closes it.
+void close_json(JsonWriter& json, const Session& session, const Run& run);
+/// The capsules used, then the sources and the environment (for examples whose text report has
+/// no plan report carrying them already).
+std::string closing_text(const Session& session, const Run& run);
 
 RuntimeStatus mlp_regression(const Run& run);
 RuntimeStatus causal_attention(const Run& run);

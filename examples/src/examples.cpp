@@ -73,9 +73,9 @@ RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
   auto plan = resolved->planner.plan_ops(ops);
   if (!plan) {
     return runtime_error(RuntimeCode::PlanningFailed,
-                         plan_error_report(plan.error(), ReportFormat::Text, resolved->sources));
+                         plan_error_report(plan.error(), ReportFormat::Text, resolved->sources, run.options.environment));
   }
-  return plan_report(*resolved, *plan, ReportFormat::Text);
+  return plan_report(*resolved, *plan, ReportFormat::Text, run.options.environment);
 }
 
 RuntimeStatus dump_graph(const Run& run, const Graph& graph) {
@@ -133,12 +133,18 @@ double uniform(std::uint64_t& state, double lo, double hi) {
   return lo + (hi - lo) * (static_cast<double>(z >> 11) * 0x1.0p-53);
 }
 
-void close_json(JsonWriter& json, const Session& session) {
+void close_json(JsonWriter& json, const Session& session, const Run& run) {
   const std::vector<CapsuleUse> uses = session.capsules_used();
   json.key("capsules_used");
   write_capsules_used_json(json, uses);
   write_sources_json(json, session.sources());
+  write_environment_json(json, run.options.environment);
   json.end_object();
+}
+
+std::string closing_text(const Session& session, const Run& run) {
+  return str(capsules_used_text(session.capsules_used()), sources_block(session.sources()), "\n",
+             environment_block(run.options.environment), "\n");
 }
 
 }  // namespace detail

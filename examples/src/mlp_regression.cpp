@@ -72,7 +72,7 @@ RuntimeStatus mlp_regression(const Run& run) {
         .field("model", model.describe()).field("steps", kSteps).key("losses").begin_array();
     for (const double loss : losses) json.value(loss);
     json.end_array().field("initial_loss", losses.front()).field("final_loss", losses.back());
-    close_json(json, session);
+    close_json(json, session, run);
     run.out << json.str() << "\n";
     return std::monostate{};
   }

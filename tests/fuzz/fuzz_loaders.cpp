@@ -120,7 +120,7 @@ void exercise(const Planner& planner) {
     if (!planned) {
       consume(planned.error().render());
       for (const ReportFormat format : {ReportFormat::Text, ReportFormat::Json}) {
-        consume(plan_error_report(planned.error(), format, {}));
+        consume(plan_error_report(planned.error(), format, {}, EnvironmentFingerprint{}));
       }
       continue;
     }
@@ -214,7 +214,7 @@ void fuzz_graph(std::string_view text) {
   auto plan = resolved->planner.plan_graph(*graph);
   if (!plan) {
     consume(plan.error().render());
-    consume(plan_error_report(plan.error(), ReportFormat::Json, resolved->sources));
+    consume(plan_error_report(plan.error(), ReportFormat::Json, resolved->sources, EnvironmentFingerprint{}));
     return;
   }
   for (const PlannedNodeKernel& kernel : plan->kernels) consume(node_line(*graph, kernel));
@@ -222,7 +222,8 @@ void fuzz_graph(std::string_view text) {
     const std::vector<KernelGroup> groups = group(*plan, lowering);
     for (const KernelGroup& g : groups) consume(group_line(g));
     for (const ReportFormat format : {ReportFormat::Text, ReportFormat::Json, ReportFormat::Markdown, ReportFormat::Dot}) {
-      consume(graph_report(GraphReportInput{*resolved, *graph, *plan, groups}, format));
+      const EnvironmentFingerprint environment;
+      consume(graph_report(GraphReportInput{*resolved, *graph, *plan, groups, environment}, format));
     }
     auto accepted = accept_graph(*plan, resolved->planner.policy(), lowering);
     if (accepted) {

@@ -5,8 +5,11 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "capsule/fingerprint.hpp"
 
 namespace capsule::cli {
 
@@ -22,6 +25,9 @@ struct Environment {
   std::string today;
   /// Standard output is a terminal (progress bars instead of plain lines).
   bool terminal = false;
+  /// The environment fingerprint every report prints; unset = this build's and this process's
+  /// (capsule::current_fingerprint()). Tests that compare goldens pass a fixed one.
+  std::optional<EnvironmentFingerprint> fingerprint;
 };
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env);

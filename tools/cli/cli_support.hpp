@@ -32,6 +32,8 @@ struct Context {
   std::ostream& out;
   std::ostream& err;
   const Environment& env;
+  /// What every report prints next to its sources: env.fingerprint, else current_fingerprint().
+  EnvironmentFingerprint fingerprint;
 };
 
 std::vector<fs::path> split_paths(const std::string& text);

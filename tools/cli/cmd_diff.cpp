@@ -95,6 +95,7 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
   diff_options.today = load.today;
   TrustDiff diff = diff_trees(**base, **head, diff_options);
   if (waivers) apply_waivers(diff, *waivers);
+  diff.environment = ctx.fingerprint;
   switch (format) {
     case Format::Text: ctx.out << render_text(diff); break;
     case Format::Markdown: ctx.out << render_markdown(diff); break;

@@ -70,19 +70,20 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
     if (!plan) {
       std::vector<SourceFile> sources = resolved.sources;
       sources.push_back(inputs->graph->source);
-      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, sources);
+      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, sources, ctx.fingerprint);
       return kRejected;
     }
     const std::vector<KernelGroup> groups = group(*plan, inputs->profile->lowering);
-    ctx.out << graph_report(GraphReportInput{resolved, *inputs->graph, *plan, groups}, format);
+    ctx.out << graph_report(GraphReportInput{resolved, *inputs->graph, *plan, groups, ctx.fingerprint}, format);
     return kOk;
   }
   auto plan = resolved.planner.plan_ops(inputs->ops);
   if (!plan) {
-    (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, resolved.sources);
+    (format == ReportFormat::Json ? ctx.out : ctx.err)
+        << plan_error_report(plan.error(), format, resolved.sources, ctx.fingerprint);
     return kRejected;
   }
-  ctx.out << plan_report(resolved, *plan, format);
+  ctx.out << plan_report(resolved, *plan, format, ctx.fingerprint);
   return kOk;
 }
 
@@ -113,14 +114,14 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   if (inputs->graph) {
     auto plan = resolved.planner.plan_graph(*inputs->graph);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
       return kRejected;
     }
     graph_plan = std::move(*plan);
   } else {
     auto plan = resolved.planner.plan_ops(inputs->ops);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
       return kRejected;
     }
     kernels = std::move(plan->kernels);
@@ -135,12 +136,12 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
       const auto names = distinct_capsule_names(group_kernels(groups));
       ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
       for (const std::string& name : names) ctx.out << "  " << text_escape(name) << "\n";
-      ctx.out << sources_block(sources) << "\n";
+      ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
       return kOk;
     }
     ctx.out << str("rejected under ", label, ":\n");
     for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
-    ctx.out << sources_block(sources) << "\n";
+    ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
     return kRejected;
   }
 
@@ -162,7 +163,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     }
   }
   if (!rejected) ctx.out << label << ": accepted\n";
-  ctx.out << sources_block(sources) << "\n";
+  ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
   return rejected ? kRejected : kOk;
 }
 
@@ -202,6 +203,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
     }
     out.end_array();
     write_sources_json(out, resolved.sources);
+    write_environment_json(out, ctx.fingerprint);
     out.end_object();
     ctx.out << out.str() << "\n";
   } else {
@@ -221,7 +223,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
       ctx.out << str("result: no admissible kernel capsule for op ", to_string(op), " on device ",
                      to_string(profile->policy.device), "\n");
     }
-    ctx.out << sources_block(resolved.sources) << "\n";
+    ctx.out << sources_block(resolved.sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
   }
   return chosen != nullptr ? kOk : kRejected;
 }

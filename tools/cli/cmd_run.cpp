@@ -76,6 +76,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   run_options.json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   run_options.show_backend = vm["show-backend"].as<bool>();
   run_options.terminal = ctx.env.terminal && !run_options.json;
+  run_options.environment = ctx.fingerprint;
   std::optional<fs::path> dump_graph;
   if (vm.count("dump-graph")) {
     if (!example->has_model) {

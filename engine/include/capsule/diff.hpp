@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capsule/fingerprint.hpp"
 #include "capsule/load.hpp"
 #include "capsule/result.hpp"
 #include "capsule/vocab.hpp"
@@ -184,6 +185,8 @@ struct TrustDiff {
   std::vector<Waiver> unused_waivers;   ///< live waivers naming no change (shown, harmless)
   TreeFolders base_folders;             ///< what each side loaded, named in every report
   TreeFolders head_folders;
+  /// The environment the diff ran in, printed with the folders' report (the CLI sets it).
+  EnvironmentFingerprint environment;
 
   bool empty() const { return changes.empty() && impacts.empty(); }
 };

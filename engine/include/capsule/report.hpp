@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reports (§6, SPEC §7): TorchLean's text line formats, plus JSON, Markdown and Graphviz DOT.
 // Every report ends with, or carries, the path and SHA-256 of each profile and catalog file it
-// was computed from.
+// was computed from, and next to them the environment fingerprint it was computed in
+// (capsule/fingerprint.hpp). The engine takes the fingerprint as data: the program collects it
+// (capsule/build_info.hpp), tests pass a fixed one.
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
+#include "capsule/environment_report.hpp"
+#include "capsule/fingerprint.hpp"
 #include "capsule/gate.hpp"
 #include "capsule/json.hpp"
 #include "capsule/resolve.hpp"
@@ -42,8 +46,10 @@ std::string group_line(const KernelGroup& group);
 /// `  {id} {kind} {payload} -> {capsule}`.
 std::string node_line(const Graph& graph, const PlannedNodeKernel& kernel);
 
-/// Text: summary line, boundary line, detailed lines, then the sources (planReport + sources).
-std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format);
+/// Text: summary line, boundary line, detailed lines, then the sources (planReport + sources) and
+/// the environment.
+std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan, ReportFormat format,
+                        const EnvironmentFingerprint& environment);
 
 /// Everything a graph report shows: the profile and its sources, the graph, its node plan and
 /// its audit groups.
@@ -52,19 +58,22 @@ struct GraphReportInput {
   const Graph& graph;
   const GraphKernelPlan& plan;
   std::span<const KernelGroup> groups;
+  const EnvironmentFingerprint& environment;
 };
 /// Text: summary and boundary lines, `nodes N, planned M`, one line per planned node, the groups,
-/// then the sources (the graph file included).
+/// then the sources (the graph file included) and the environment.
 std::string graph_report(const GraphReportInput& input, ReportFormat format);
 
 /// A planning failure in the requested format (JSON: `{"error": {...}}`), naming the files the
-/// failed decision was made from.
-std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources);
+/// failed decision was made from and the environment.
+std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources,
+                              const EnvironmentFingerprint& environment);
 
 /// Writes `"sources": [{"path", "sha256"}, ...]` into an open JSON object.
 void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources);
 
 /// `sources:` followed by one `  {path} sha256 {hex}` line per file.
 std::string sources_block(std::span<const SourceFile> sources);
+
 
 }  // namespace capsule

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "capsule/fingerprint.hpp"
 #include "capsule/load.hpp"
 #include "capsule/runtime/handler.hpp"
 
@@ -35,6 +36,8 @@ struct ExampleOptions {
   bool terminal = false;      ///< `out` is a terminal: draw a progress bar instead of plain lines
   /// Write the model's lowered IR graph here (examples with a model only).
   std::optional<std::filesystem::path> dump_graph;
+  /// The environment fingerprint the report prints next to its sources (the caller collects it).
+  EnvironmentFingerprint environment;
 };
 
 /// Runs example `name` under `options.profile`, writing its report to `out` and the session's
