@@ -1,18 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
-// doctest's runner, plus two modes for the evidence manifest (suite_coverage.hpp):
+// doctest's runner, plus modes for the evidence manifest and ledger (suite_coverage.hpp,
+// ledger_recorder.hpp):
 //   --evidence-manifest  prints the manifest of every suite and the cases it declares
 //   --verify-coverage    runs every declaring suite and fails when a declaration does not match
 //                        what the suite's test cases ran
+//   --ledger FILE        (with --verify-coverage, or alone) also records every check of those
+//                        suites and writes the evidence ledger of this run to FILE, failures
+//                        included; exits 1 when a check failed
+//   --tamper-op OP       fault injection for the ledger's own test: the reference handler of OP
+//                        returns a wrong first element, so its suites must fail and the ledger
+//                        must say so (never used for real evidence)
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <ctime>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "capsule/atomic_file.hpp"
+#include "capsule/build_info.hpp"
 #include "capsule/text.hpp"
+#include "ledger_recorder.hpp"
 #include "suite_coverage.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -30,12 +44,48 @@ int print_manifest() {
   return std::cout.good() ? 0 : 1;
 }
 
-int verify_coverage(std::vector<const char*> args) {
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+/// Writes the ledger of this run; returns false (after saying why) when it cannot.
+bool write_ledger(const std::string& path) {
+  const capsule::EvidenceManifest manifest =
+      capsule::testing::declared_manifest(capsule::testing::declaring_suites());
+  const capsule::EvidenceLedger ledger =
+      capsule::testing::recorded_ledger(manifest, capsule::current_fingerprint(), utc_now());
+  const std::string problem = capsule::write_file_atomically(path, capsule::write_evidence_ledger(ledger));
+  if (!problem.empty()) {
+    std::cerr << "capsule_tests --ledger: cannot write " << path << ": " << problem << "\n";
+    return false;
+  }
+  std::size_t failed = 0;
+  for (const capsule::LedgerEntry& entry : ledger.entries) failed += entry.passed ? 0 : 1;
+  std::cerr << "ledger: wrote " << path << ": " << ledger.entries.size() << " cases, " << failed << " failed, "
+            << capsule::testing::recorded_failures() << " failed checks\n";
+  return true;
+}
+
+int verify_coverage(std::vector<const char*> args, const std::optional<std::string>& ledger) {
   const std::string filter = "--test-suite=" + capsule::join(capsule::testing::declaring_suites(), ",");
   args.push_back(filter.c_str());
+  if (ledger) {
+    // Every assertion reaches the ledger listener; the console reporter would print each one,
+    // so the silent reporter runs instead and the listener prints failures itself.
+    args.push_back("--success");
+    args.push_back("--reporters=capsule-manifest");
+    capsule::testing::print_failed_checks();
+  }
   doctest::Context context(static_cast<int>(args.size()), args.data());
-  const int status = context.run();
+  int status = context.run();
   if (context.shouldExit()) return status;
+  if (ledger && !write_ledger(*ledger)) status = 1;
+  if (ledger && capsule::testing::recorded_failures() > 0) status = 1;
   const std::vector<std::string> mismatches = capsule::testing::coverage_mismatches();
   for (const std::string& line : mismatches) std::cerr << "coverage: " << line << "\n";
   if (!mismatches.empty()) {
@@ -53,14 +103,33 @@ int main(int argc, char** argv) {
   std::vector<const char*> args(argv, argv + argc);
   bool manifest = false;
   bool verify = false;
-  std::erase_if(args, [&](const char* arg) {
-    const std::string_view text(arg);
-    if (text == "--evidence-manifest") return manifest = true;
-    if (text == "--verify-coverage") return verify = true;
-    return false;
-  });
+  std::optional<std::string> ledger;
+  std::vector<const char*> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view text(args[i]);
+    const bool has_value = i + 1 < args.size();
+    if (text == "--evidence-manifest") {
+      manifest = true;
+    } else if (text == "--verify-coverage") {
+      verify = true;
+    } else if (text == "--ledger" || text == "--tamper-op") {
+      if (!has_value) {
+        std::cerr << "capsule_tests: " << text << " needs a value\n";
+        return 2;
+      }
+      const std::string value = args[++i];
+      if (text == "--ledger") {
+        ledger = value;
+      } else if (auto problem = capsule::testing::tamper_reference_op(value)) {
+        std::cerr << "capsule_tests --tamper-op: " << *problem << "\n";
+        return 2;
+      }
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
   if (manifest) return print_manifest();
-  if (verify) return verify_coverage(std::move(args));
-  doctest::Context context(static_cast<int>(args.size()), args.data());
+  if (verify || ledger) return verify_coverage(std::move(rest), ledger);
+  doctest::Context context(static_cast<int>(rest.size()), rest.data());
   return context.run();
 }

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "capsule/text.hpp"
+#include "ledger_recorder.hpp"
 
 namespace capsule::testing {
 namespace {
@@ -99,6 +100,7 @@ SuiteCoverage::SuiteCoverage(std::string suite, Obligation obligation, Provider 
 }
 
 void record_exercised(Op op, Provider provider, Device device) {
+  note_handler_fetched(op, provider, device);
   Registry& r = registry();
   const std::lock_guard lock(r.mutex);
   if (!r.current_suite.empty()) r.exercised[r.current_suite].insert({op, provider, device});

@@ -105,11 +105,54 @@ const HandlerRegistry& reference_handlers() {
   return registry;
 }
 
+namespace {
+
+/// The op `--tamper-op` corrupts, and a copy of its handler whose forward does.
+struct Tampering {
+  std::optional<Op> op;
+  ForwardKernel original = nullptr;
+  HandlerSpec spec;
+};
+
+Tampering& tampering() {
+  static Tampering instance;
+  return instance;
+}
+
+RuntimeResult<Tensor> tampered_forward(std::span<const Tensor> inputs, const OpAttrs& attrs) {
+  RuntimeResult<Tensor> out = tampering().original(inputs, attrs);
+  if (!out || out->numel() == 0) return out;
+  RuntimeResult<Tensor> copy = out->clone();
+  if (!copy) return copy;
+  if (copy->dtype() == DType::F32) copy->mutable_data<float>()[0] += 1.0F;
+  else copy->mutable_data<double>()[0] += 1.0;
+  return copy;
+}
+
+}  // namespace
+
+std::optional<std::string> tamper_reference_op(std::string_view name) {
+  // Only parsed here: the registry is built (and checked with doctest assertions) inside a test.
+  auto op = parse<Op>(name);
+  if (!op) return op.error().message;
+  if (!requires_vjp(*op) || *op == Op::Custom) return str("`", name, "` is not an op whose values the tamper test checks");
+  tampering().op = *op;
+  return std::nullopt;
+}
+
 const HandlerSpec& reference_handler(Op op) {
   const RegisteredHandler* h = reference_handlers().find(op, Provider::Reference, Device::Cpu);
   REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
   record_exercised(op, Provider::Reference, Device::Cpu);
-  return h->spec;
+  Tampering& t = tampering();
+  if (t.op != op) return h->spec;
+  if (t.original == nullptr) {
+    REQUIRE_MESSAGE((h->spec.forward != nullptr), "--tamper-op: no reference forward kernel for " << to_string(op));
+    t.original = h->spec.forward;
+    t.spec = h->spec;
+    t.spec.forward = tampered_forward;
+  }
+  return t.spec;
 }
 
 ScratchTree::ScratchTree(std::string_view name) {

@@ -173,6 +173,8 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::NothingToLint,         DiagCode::CheckedOnTrustedBoundary,
     // Evidence coverage against the build's manifest (tests/test_lint.cpp).
     DiagCode::UnknownEvidenceSource, DiagCode::UncoveredEvidence,
+    // Evidence judged against a ledger (tests/test_evidence_ledger.cpp).
+    DiagCode::EvidenceNotPassed,     DiagCode::EvidenceNotRunHere,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <sstream>
+#include <optional>
 #include <string_view>
 #include <string>
 #include <vector>
@@ -76,6 +77,11 @@ inline bool has(std::string_view text, std::string_view part) { return text.find
 
 /// The reference CPU handler of `op`; fails the test when there is none.
 const HandlerSpec& reference_handler(Op op);
+
+/// Fault injection for the evidence ledger's own test (`capsule_tests --tamper-op OP`): from
+/// now on reference_handler(OP) adds 1 to the first element of every output it computes.
+/// Returns why not when OP is not an op with a reference forward kernel.
+std::optional<std::string> tamper_reference_op(std::string_view op);
 
 /// Reads a whole file.
 std::string read_text(const std::filesystem::path& file);

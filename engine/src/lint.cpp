@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Evidence integrity for `capsule lint` and its rule overrides (see capsule/lint.hpp).
 #include "capsule/lint.hpp"
+#include "lint_internal.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -506,9 +507,9 @@ class EvidenceChecker {
   std::map<std::string, std::unique_ptr<detail::SourceTree>> trees_;
 };
 
-/// The workspace's modules, then modules profiles prepend through `with_catalogs` (each file
-/// once, however many profiles prepend it).
-std::vector<const CapsuleModule*> loaded_modules(const Workspace& workspace) {
+}  // namespace
+
+std::vector<const CapsuleModule*> detail::loaded_modules(const Workspace& workspace) {
   std::vector<const CapsuleModule*> modules;
   std::set<std::string> files;
   for (const ModulePtr& m : workspace.modules) {
@@ -524,8 +525,6 @@ std::vector<const CapsuleModule*> loaded_modules(const Workspace& workspace) {
   }
   return modules;
 }
-
-}  // namespace
 
 const LintRule* find_lint_rule(DiagCode code) {
   for (const LintRule& rule : kLintRules) {
@@ -578,7 +577,7 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
                              "no test-suite manifest found, so test-suite, fuzz-oracle and shared-definition evidence is not checked", std::move(notes),
                              "build capsule_tests (it writes the manifest), or pass --test-suites FILE"});
   }
-  const std::vector<const CapsuleModule*> modules = loaded_modules(workspace);
+  const std::vector<const CapsuleModule*> modules = detail::loaded_modules(workspace);
   EvidenceChecker checker(inputs, out);
   for (const CapsuleModule* module : modules) checker.module(*module);
   checker.unlisted_handlers(modules);

@@ -6,7 +6,11 @@
 //     also pins the sign of zero and the exact bits of every double);
 //   - on failure, the error's line and column lie inside the text and its message is inert: valid
 //     UTF-8 with no control or hidden character, whatever bytes the input held.
+//   - every accepted document is also read as an evidence ledger (capsule/evidence_ledger.hpp):
+//     a ledger that reads writes back to a text that reads to the same ledger text again, and a
+//     refused one yields diagnostics whose rendered text is inert.
 // A violation aborts, which libFuzzer reports as a crash.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +18,7 @@
 #include <string_view>
 
 #include "capsule/escape.hpp"
+#include "capsule/evidence_ledger.hpp"
 #include "capsule/json.hpp"
 #include "capsule/json_reader.hpp"
 
@@ -66,6 +71,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(!result.error().message.empty());
     require_inert(result.error().message);
     return 0;
+  }
+  if (auto ledger = parse_evidence_ledger(text, "fuzz.json")) {
+    const std::string text_once = write_evidence_ledger(*ledger);
+    auto reread = parse_evidence_ledger(text_once, "fuzz.json");
+    require(reread.has_value());
+    require(write_evidence_ledger(*reread) == text_once);
+  } else {
+    // Rendered as `capsule lint` prints them: every line inert.
+    const std::string rendered = render(ledger.error());
+    for (std::size_t start = 0; start < rendered.size();) {
+      const std::size_t end = std::min(rendered.find('\n', start), rendered.size());
+      require_inert(std::string_view(rendered).substr(start, end - start));
+      start = end + 1;
+    }
   }
   const std::string once = written(*result);
   if (once.size() > kMaxJsonBytes) return 0;  // escaping can grow a text past the size limit

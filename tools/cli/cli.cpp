@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "ledger_options.hpp"
 
 #include "capsule/build_info.hpp"
 #include "capsule/escape.hpp"
@@ -57,6 +58,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
         << (nearest.empty() ? std::string() : "; did you mean `" + nearest + "`?") << "\n\n"
         << kOverview;
     return kUsage;
+  } catch (const LedgerLoadFailed&) {
+    return kUsage;  // its diagnostics are already printed
   } catch (const UsageError& error) {
     err << "capsule " << text_escape(command) << ": " << text_escape(error.message) << "\n";
     return kUsage;

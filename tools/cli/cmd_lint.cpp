@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "capsule/build_info.hpp"
 #include "capsule/diag_format.hpp"
 #include "capsule/handlers/reference.hpp"
 #include "capsule/lint.hpp"
 #include "data_dirs.hpp"
+#include "ledger_options.hpp"
 
 namespace capsule::cli {
 namespace {
@@ -130,7 +132,8 @@ std::string rules_help() {
 int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
       "capsule lint [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
-      "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]");
+      "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]\n"
+      "             [--ledger FILE]...");
   options.add(data_options());
   options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
       ("deny", po::value<std::vector<std::string>>()->composing(), "make RULE an error (`warnings`: every warning)")
@@ -138,12 +141,16 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
       ("test-suites", po::value<std::string>(), "this build's evidence manifest: its test suites and what each covers (default: the one the build wrote)")
       ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
       ("help,h", "show this help");
+  add_ledger_option(options);
   if (wants_help(args)) {
     ctx.out << options
             << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
                "(test suites, fuzz oracles and shared definitions that cover the capsule's op, provider, device and\n"
                "obligation, runtime guards of the compiled handlers, provenance files and symbols), and reports\n"
-               "every problem in one run. Exit 0 when no error remains after --deny/--allow, 1 when one does,\n"
+               "every problem in one run. With --ledger, evidence must also have passed on this build: test-suite\n"
+               "and fuzz-oracle evidence of every capsule with a compiled handler needs a passing ledger entry\n"
+               "(evidence-not-passed), and capsules this build cannot run are listed as not run here\n"
+               "(evidence-not-run-here). Exit 0 when no error remains after --deny/--allow, 1 when one does,\n"
                "2 for usage errors or unreadable directories.\n\n"
             << rules_help();
     return kOk;
@@ -169,6 +176,14 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
   inputs.source_root = scope.source_root;
   Diagnostics evidence = check_evidence(workspace, inputs);
+  if (vm.count("ledger")) {
+    std::vector<fs::path> files;
+    for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
+    auto ledger = read_evidence_ledgers(files);
+    Diagnostics judged = ledger ? check_ledger(workspace, inputs.handlers, *ledger, current_fingerprint())
+                                : std::move(ledger.error());
+    evidence.insert(evidence.end(), judged.begin(), judged.end());
+  }
   workspace.diagnostics.insert(workspace.diagnostics.begin(), nothing.begin(), nothing.end());
   workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
   const Diagnostics findings = apply_lint_rules(std::move(workspace.diagnostics), overrides);

@@ -1,53 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// `capsule plan`, `check` and `explain`: plan under a profile, gate, and explain a choice.
+// `capsule plan` and `explain`: plan under a profile, and explain a choice.
 #include "commands.hpp"
+#include "plan_inputs.hpp"
 
 #include "capsule/escape.hpp"
-#include "capsule/gate.hpp"
 #include "capsule/json.hpp"
 #include "capsule/report.hpp"
 
 namespace capsule::cli {
-namespace {
-
-struct PlanInputs {
-  Workspace workspace;
-  ProfilePtr profile;
-  std::vector<Op> ops;
-  std::optional<Graph> graph;
-};
-
-po::options_description plan_options(const std::string& caption) {
-  po::options_description options(caption);
-  options.add(data_options());
-  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path")
-      ("ops", po::value<std::string>(), "comma-separated ops, e.g. matmul,relu")
-      ("graph", po::value<std::string>(), "an IR graph file (*.graph.toml)")("help,h", "show this help");
-  return options;
-}
-
-std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx, bool allow_graph) {
-  if (!vm.count("profile")) throw UsageError{"--profile NAME|FILE is required"};
-  const bool has_ops = vm.count("ops") != 0;
-  const bool has_graph = vm.count("graph") != 0;
-  if (has_ops == has_graph && allow_graph) throw UsageError{"give exactly one of --ops a,b,c or --graph FILE"};
-  if (!has_ops && !allow_graph) throw UsageError{"--ops a,b,c is required"};
-  PlanInputs inputs;
-  if (has_ops) inputs.ops = parse_ops(vm["ops"].as<std::string>());
-  auto workspace = load(vm, ctx, ProfileChecks::Named);
-  if (!workspace) return std::nullopt;
-  inputs.workspace = std::move(*workspace);
-  inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
-  if (has_graph) {
-    Diagnostics diagnostics;
-    inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
-    ctx.err << render(diagnostics);
-    if (!inputs.graph) return std::nullopt;
-  }
-  return inputs;
-}
-
-}  // namespace
 
 int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options =
@@ -62,7 +22,7 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   const ReportFormat format = parse_choice<ReportFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", ReportFormat::Text}, {"json", ReportFormat::Json}, {"markdown", ReportFormat::Markdown}, {"dot", ReportFormat::Dot}});
   if (format == ReportFormat::Dot && !vm.count("graph")) throw UsageError{"--format dot draws graphs; use it with --graph"};
-  auto inputs = plan_inputs(vm, ctx, true);
+  auto inputs = plan_inputs(vm, ctx, PlanTarget::OpsOrGraph);
   if (!inputs) return kUsage;
   const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
   if (inputs->graph) {
@@ -85,86 +45,6 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   }
   ctx.out << plan_report(resolved, *plan, format, ctx.fingerprint);
   return kOk;
-}
-
-int cmd_check(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options =
-      plan_options("capsule check --profile NAME (--ops a,b,c | --graph FILE) [--assurance checked|external]");
-  options.add_options()("assurance", po::value<std::string>(), "gate under this assurance instead of the profile's");
-  if (wants_help(args)) {
-    ctx.out << options << "\nPlans under the profile, then runs the acceptance gate: admissibility and the evidence\n"
-                          "of every obligation under the assurance policy. Exit 1 when anything is rejected.\n";
-    return kOk;
-  }
-  const po::variables_map vm = parse_args(args, options);
-  auto inputs = plan_inputs(vm, ctx, true);
-  if (!inputs) return kUsage;
-  const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
-  KernelPolicy gate_policy = inputs->profile->policy;
-  if (vm.count("assurance")) {
-    gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance",
-        {{"checked", AssurancePolicy::checked()}, {"external", AssurancePolicy::external()}});
-  }
-  const std::string label = text_escape(gate_policy.assurance.label());
-
-  std::vector<SourceFile> sources = resolved.sources;
-  if (inputs->graph) sources.push_back(inputs->graph->source);
-  std::vector<PlannedKernel> kernels;
-  std::optional<GraphKernelPlan> graph_plan;
-  if (inputs->graph) {
-    auto plan = resolved.planner.plan_graph(*inputs->graph);
-    if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
-      return kRejected;
-    }
-    graph_plan = std::move(*plan);
-  } else {
-    auto plan = resolved.planner.plan_ops(inputs->ops);
-    if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
-      return kRejected;
-    }
-    kernels = std::move(plan->kernels);
-  }
-
-  if (graph_plan) {
-    auto accepted = accept_graph(*graph_plan, gate_policy, inputs->profile->lowering);
-    const std::vector<KernelGroup>& groups = accepted ? accepted->groups() : accepted.error().groups;
-    ctx.out << str("kernels ", graph_plan->kernels.size(), ", groups ", groups.size(), "\n");
-    for (const KernelGroup& g : groups) ctx.out << group_line(g) << "\n";
-    if (accepted) {
-      const auto names = distinct_capsule_names(group_kernels(groups));
-      ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
-      for (const std::string& name : names) ctx.out << "  " << text_escape(name) << "\n";
-      ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
-      return kOk;
-    }
-    ctx.out << str("rejected under ", label, ":\n");
-    for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
-    ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
-    return kRejected;
-  }
-
-  // Seed 002's contract-check lines first, then any other gate failure, then the verdict.
-  bool rejected = false;
-  for (const ObligationReport& report : rejected_reports(gate_policy.assurance, kernels)) {
-    ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
-                   text_escape(evidence_label(report.descriptor().evidence)), "\n");
-    rejected = true;
-  }
-  for (const PlannedKernel& k : kernels) {
-    auto verdict = accept(k, gate_policy);
-    if (verdict) continue;
-    rejected = true;
-    for (const AcceptanceFailure& f : verdict.error()) {
-      if (f.kind != AcceptanceFailure::Kind::EvidenceRejected) {
-        ctx.out << str(label, ": gate rejected ", text_escape(k.capsule->name), ": ", text_escape(f.message()), "\n");
-      }
-    }
-  }
-  if (!rejected) ctx.out << label << ": accepted\n";
-  ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
-  return rejected ? kRejected : kOk;
 }
 
 int cmd_explain(const std::vector<std::string>& args, Context& ctx) {

@@ -49,6 +49,8 @@ enum class DiagCode : std::uint8_t {
   UnlistedHandler,          // a compiled handler that no loaded capsule mentions
   NothingToLint,            // lint was given a directory without files of its kind, or no root
   CheckedOnTrustedBoundary, // a capsule labelled `checked` rests an obligation on a trusted boundary
+  EvidenceNotPassed,        // with --ledger: evidence of a runnable capsule has no passing ledger entry for this build
+  EvidenceNotRunHere,       // with --ledger: evidence of capsules this build cannot run never passed on this build
   NoAdmissibleCapsule, // planning found no capsule for an op (§3.4)
   GateRejected,        // the acceptance gate refused a plan (§5.4)
   Usage,               // command-line misuse
@@ -56,7 +58,7 @@ enum class DiagCode : std::uint8_t {
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 36> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 38> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -88,6 +90,8 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 36> kDiagCode
     {DiagCode::UnlistedHandler, "unlisted-handler"},
     {DiagCode::NothingToLint, "nothing-to-lint"},
     {DiagCode::CheckedOnTrustedBoundary, "checked-on-trusted-boundary"},
+    {DiagCode::EvidenceNotPassed, "evidence-not-passed"},
+    {DiagCode::EvidenceNotRunHere, "evidence-not-run-here"},
     {DiagCode::NoAdmissibleCapsule, "no-admissible-capsule"},
     {DiagCode::GateRejected, "gate-rejected"},
     {DiagCode::Usage, "usage"},

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "capsule/diag.hpp"
+#include "capsule/evidence_ledger.hpp"
 #include "capsule/evidence_manifest.hpp"
 #include "capsule/load.hpp"
 #include "capsule/result.hpp"
@@ -34,7 +35,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 28> kLintRules{{
+inline constexpr std::array<LintRule, 30> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -78,6 +79,10 @@ inline constexpr std::array<LintRule, 28> kLintRules{{
      "every catalog directory holds catalog files, and the source root exists"},
     {DiagCode::CheckedOnTrustedBoundary, Severity::Error, false,
      "a capsule labelled `checked` rests no obligation on trusted-boundary evidence"},
+    {DiagCode::EvidenceNotPassed, Severity::Error, false,
+     "with --ledger: test-suite and fuzz-oracle evidence of a capsule with a compiled handler passed on this build"},
+    {DiagCode::EvidenceNotRunHere, Severity::Warning, false,
+     "with --ledger: evidence of capsules without a compiled handler here is listed as not run here"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
@@ -120,6 +125,15 @@ struct EvidenceCheckInputs {
 /// or not the capsule has a handler: a CUDA capsule cannot borrow the reference suite's name.
 /// It ends with check_profile_intent's findings.
 Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs& inputs);
+
+/// With `capsule lint --ledger`: every test-suite and fuzz-oracle evidence of every loaded
+/// capsule judged against the ledger for this build (capsule/evidence_ledger.hpp). Evidence of a
+/// capsule with a compiled handler that did not pass here is an evidence-not-passed error at the
+/// evidence, with the reason (the failing case, or why it counts as not run). Capsules without a
+/// handler cannot have run on this build: one evidence-not-run-here warning per module lists
+/// those whose evidence never passed here, with where it passed elsewhere when a merged run says so.
+Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandler>& handlers,
+                         const EvidenceLedger& ledger, const EnvironmentFingerprint& here);
 
 /// unplannable-profile findings that need the catalogs: a profile that plans no op (no capsule
 /// of its modules is admitted) unless it is marked `plans_nothing = true`, and a marked profile

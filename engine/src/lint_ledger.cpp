@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule lint --ledger`: evidence judged by result, not by name (see check_ledger in
+// capsule/lint.hpp and docs/evidence-ledger.md).
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "capsule/lint.hpp"
+#include "capsule/text.hpp"
+#include "lint_internal.hpp"
+
+namespace capsule {
+namespace {
+
+bool has_handler(const std::vector<LintHandler>& handlers, const Capsule& capsule) {
+  return std::any_of(handlers.begin(), handlers.end(), [&](const LintHandler& h) {
+    return h.op == capsule.op && h.provider == capsule.provider && h.device == capsule.device;
+  });
+}
+
+std::vector<std::string> first_of(const std::vector<std::string>& items, std::size_t count) {
+  return {items.begin(), items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), count))};
+}
+
+SourceLoc evidence_site(const Capsule& capsule, Obligation obligation) {
+  const FilePos pos = capsule.sites[static_cast<std::size_t>(obligation)].evidence;
+  if (pos.line == 0) return capsule.where;
+  return SourceLoc{capsule.where.file, pos.line, pos.column};
+}
+
+}  // namespace
+
+Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandler>& handlers,
+                         const EvidenceLedger& ledger, const EnvironmentFingerprint& here) {
+  Diagnostics out;
+  // Evidence written once in [defaults] is judged per capsule but reported once per site and
+  // outcome, with the capsules and their reasons in notes (as check_evidence does).
+  struct Finding {
+    std::string evidence;
+    LedgerStatus status;
+    std::vector<std::string> capsules;
+    std::vector<std::string> reasons;
+  };
+  std::map<std::tuple<std::string, std::uint32_t, std::uint32_t, LedgerStatus, std::string>, std::size_t> index;
+  std::vector<std::pair<SourceLoc, Finding>> findings;
+  for (const CapsuleModule* module : detail::loaded_modules(workspace)) {
+    std::vector<std::string> never;      // capsules without a handler whose evidence never passed here
+    std::vector<std::string> elsewhere;  // ... of which a merged run of another build says something
+    for (const Capsule& capsule : module->capsules) {
+      const bool runnable = has_handler(handlers, capsule);
+      for (const Obligation obligation : all_values<Obligation>()) {
+        const LedgerVerdict verdict = judge_evidence(ledger, here, capsule, obligation);
+        if (verdict.status == LedgerStatus::Passed || verdict.status == LedgerStatus::NotLedgerEvidence) continue;
+        const Evidence& evidence = capsule.contract(obligation).evidence;
+        const std::string subject = str(capsule.name, " ", to_string(obligation));
+        if (!runnable) {
+          never.push_back(subject);
+          if (verdict.run != nullptr) elsewhere.push_back(str(subject, ": ", verdict.reason));
+          continue;
+        }
+        const SourceLoc where = evidence_site(capsule, obligation);
+        const std::string words = str(to_string(evidence.kind), " `", evidence.name, "`");
+        const auto key = std::make_tuple(where.file, where.line, where.column, verdict.status, words);
+        auto [at, added] = index.emplace(key, findings.size());
+        if (added) findings.push_back({where, Finding{words, verdict.status, {}, {}}});
+        Finding& finding = findings[at->second].second;
+        finding.capsules.push_back(subject);
+        if (finding.reasons.size() < 4) finding.reasons.push_back(str(subject, ": ", verdict.reason));
+      }
+    }
+    if (never.empty()) continue;
+    std::vector<std::string> notes{str("not run here: ", never.size(), " obligation", never.size() == 1 ? "" : "s",
+                                       " of capsules this build has no handler for: ", join(first_of(never, 8), ", "),
+                                       never.size() > 8 ? str(" and ", never.size() - 8, " more") : std::string())};
+    for (std::size_t i = 0; i < elsewhere.size() && i < 4; ++i) notes.push_back(elsewhere[i]);
+    out.push_back(Diagnostic{Severity::Warning, DiagCode::EvidenceNotRunHere, module->where,
+                             str("evidence of module `", module->name, "` never passed on this build: its capsules "
+                                 "have no compiled handler here, so their suites cannot have run"),
+                             std::move(notes),
+                             "run the suites on a machine and build that has the provider, and merge its ledger "
+                             "(`--ledger` is repeatable)"});
+  }
+  for (auto& [where, finding] : findings) {
+    const std::size_t n = finding.capsules.size();
+    std::vector<std::string> notes = std::move(finding.reasons);
+    if (n > notes.size()) notes.push_back(str("and ", n - notes.size(), " more: ", join(first_of(finding.capsules, 12), ", "),
+                                              n > 12 ? ", ..." : ""));
+    notes.push_back(str("ledger: ", join(ledger.paths, ", ")));
+    out.push_back(Diagnostic{
+        Severity::Error, DiagCode::EvidenceNotPassed, where,
+        str(finding.evidence, " evidence of ", n, " obligation", n == 1 ? "" : "s", " (",
+            join(first_of(finding.capsules, 3), ", "), n > 3 ? ", ..." : "", ") ",
+            finding.status == LedgerStatus::Failed ? "failed on this build" : "has no run on this build in the ledger"),
+        std::move(notes),
+        finding.status == LedgerStatus::Failed
+            ? "fix the failing check, rebuild, and run the tests again (they rewrite the ledger)"
+            : "run this build's tests (`ctest -L ledger` writes build/ledger.json), or pass the ledger they wrote"});
+  }
+  return out;
+}
+
+}  // namespace capsule
