@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "capsule/build_info.hpp"
 #include "capsule/diag_format.hpp"
 #include "capsule/handlers/reference.hpp"
 #include "capsule/lint.hpp"
@@ -180,7 +179,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
     std::vector<fs::path> files;
     for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
     auto ledger = read_evidence_ledgers(files);
-    Diagnostics judged = ledger ? check_ledger(workspace, inputs.handlers, *ledger, current_fingerprint())
+    Diagnostics judged = ledger ? check_ledger(workspace, inputs.handlers, *ledger, ctx.fingerprint)
                                 : std::move(ledger.error());
     evidence.insert(evidence.end(), judged.begin(), judged.end());
   }

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// `capsule check`: plan under a profile, run the acceptance gate, and with --ledger require
+// that evidence passed on this build.
+#include <algorithm>
+
+#include "capsule/escape.hpp"
+#include "capsule/evidence_ledger.hpp"
+#include "capsule/gate.hpp"
+#include "capsule/report.hpp"
+#include "commands.hpp"
+#include "ledger_options.hpp"
+#include "plan_inputs.hpp"
+
+namespace capsule::cli {
+
+namespace {
+
+/// The ops `capsule check --profile P` gates when given neither --ops nor --graph: every op some
+/// capsule of the profile's modules declares on the profile's device. `elsewhere` gets the ops
+/// that have capsules only on other devices (they are listed, not failed).
+std::vector<Op> profile_ops(const ResolvedProfile& resolved, Device device, std::vector<Op>& elsewhere) {
+  std::vector<Op> ops;
+  for (const Op op : all_values<Op>()) {
+    bool on_device = false;
+    bool any = false;
+    for (const CandidateVerdict& v : resolved.planner.explain(op)) {
+      any = true;
+      on_device |= v.capsule->device == device;
+    }
+    if (on_device) ops.push_back(op);
+    else if (any) elsewhere.push_back(op);
+  }
+  return ops;
+}
+
+/// Prints every ledger-backed obligation of `kernels` with its verdict; returns true when one
+/// has no passing entry for this build on its device.
+bool report_ledger(const EvidenceLedger& ledger, std::span<const PlannedKernel> kernels, const std::string& label,
+                   Context& ctx) {
+  const EnvironmentFingerprint& here = ctx.fingerprint;
+  ctx.out << ledger_summary_line(ledger) << "\n";
+  std::vector<const Capsule*> seen;
+  std::size_t passed = 0;
+  for (const PlannedKernel& k : kernels) {
+    if (k.capsule == nullptr || std::find(seen.begin(), seen.end(), k.capsule) != seen.end()) continue;
+    seen.push_back(k.capsule);
+    for (const Obligation obligation : all_values<Obligation>()) {
+      const LedgerVerdict verdict = judge_evidence(ledger, here, *k.capsule, obligation);
+      if (verdict.status != LedgerStatus::Passed) continue;
+      ++passed;
+      ctx.out << text_escape(str("  ", k.capsule->name, " ", to_string(obligation), ": ", verdict.reason)) << "\n";
+    }
+  }
+  const std::vector<LedgerRejection> rejections = ledger_rejections(ledger, here, kernels);
+  for (const LedgerRejection& r : rejections) {
+    ctx.out << str(label, ": ledger rejected ", text_escape(r.capsule->name), " ", to_string(r.obligation), "\n  ",
+                   text_escape(r.verdict.reason), "\n");
+  }
+  ctx.out << str("ledger: ", passed, " obligation", passed == 1 ? "" : "s", " passed on this build, ",
+                 rejections.size(), " without a passing entry\n");
+  return !rejections.empty();
+}
+
+}  // namespace
+
+int cmd_check(const std::vector<std::string>& args, Context& ctx) {
+  po::options_description options = plan_options(
+      "capsule check --profile NAME [--ops a,b,c | --graph FILE] [--assurance checked|external] [--ledger FILE]...");
+  options.add_options()("assurance", po::value<std::string>(), "gate under this assurance instead of the profile's");
+  add_ledger_option(options);
+  if (wants_help(args)) {
+    ctx.out << options
+            << "\nPlans under the profile, then runs the acceptance gate: admissibility and the evidence\n"
+               "of every obligation under the assurance policy. Without --ops or --graph it gates every op\n"
+               "the profile's modules declare a capsule for on its device. With --ledger, every test-suite\n"
+               "and fuzz-oracle evidence of the planned capsules must also have a passing ledger entry for\n"
+               "this build on the capsule's device; evidence that never ran here is rejected as \"not run\n"
+               "here\". Exit 1 when anything is rejected, 2 when a file fails to load.\n";
+    return kOk;
+  }
+  const po::variables_map vm = parse_args(args, options);
+  if (vm.count("ops") && vm.count("graph")) throw UsageError{"give at most one of --ops a,b,c or --graph FILE"};
+  const bool whole_profile = !vm.count("ops") && !vm.count("graph");
+  auto inputs = plan_inputs(vm, ctx, PlanTarget::OpsGraphOrProfile);
+  if (!inputs) return kUsage;
+  const std::optional<EvidenceLedger> ledger = load_ledgers(vm, ctx);
+  const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
+  KernelPolicy gate_policy = inputs->profile->policy;
+  if (vm.count("assurance")) {
+    gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance",
+        {{"checked", AssurancePolicy::checked()}, {"external", AssurancePolicy::external()}});
+  }
+  const std::string label = text_escape(gate_policy.assurance.label());
+
+  std::vector<SourceFile> sources = resolved.sources;
+  if (inputs->graph) sources.push_back(inputs->graph->source);
+  std::vector<PlannedKernel> kernels;
+  std::optional<GraphKernelPlan> graph_plan;
+  if (whole_profile) {
+    std::vector<Op> elsewhere;
+    inputs->ops = profile_ops(resolved, inputs->profile->policy.device, elsewhere);
+    ctx.out << str("checking every op the profile's modules declare on ", to_string(inputs->profile->policy.device),
+                   ": ", inputs->ops.size(), " ops\n");
+    if (!elsewhere.empty()) {
+      std::vector<std::string> names;
+      for (const Op op : elsewhere) names.emplace_back(to_string(op));
+      ctx.out << str("not checked (capsules only on other devices): ", join(names, ", "), "\n");
+    }
+  }
+  if (inputs->graph) {
+    auto plan = resolved.planner.plan_graph(*inputs->graph);
+    if (!plan) {
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
+      return kRejected;
+    }
+    graph_plan = std::move(*plan);
+  } else {
+    auto plan = resolved.planner.plan_ops(inputs->ops);
+    if (!plan) {
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
+      return kRejected;
+    }
+    kernels = std::move(plan->kernels);
+  }
+
+  if (graph_plan) {
+    auto accepted = accept_graph(*graph_plan, gate_policy, inputs->profile->lowering);
+    const std::vector<KernelGroup>& groups = accepted ? accepted->groups() : accepted.error().groups;
+    ctx.out << str("kernels ", graph_plan->kernels.size(), ", groups ", groups.size(), "\n");
+    for (const KernelGroup& g : groups) ctx.out << group_line(g) << "\n";
+    bool rejected = !accepted;
+    if (accepted) {
+      const auto names = distinct_capsule_names(group_kernels(groups));
+      ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
+      for (const std::string& name : names) ctx.out << "  " << text_escape(name) << "\n";
+    } else {
+      ctx.out << str("rejected under ", label, ":\n");
+      for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
+    }
+    if (ledger) rejected |= report_ledger(*ledger, group_kernels(groups), label, ctx);
+    ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
+    return rejected ? kRejected : kOk;
+  }
+
+  // Seed 002's contract-check lines first, then any other gate failure, then the verdict.
+  bool rejected = false;
+  for (const ObligationReport& report : rejected_reports(gate_policy.assurance, kernels)) {
+    ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
+                   text_escape(evidence_label(report.descriptor().evidence)), "\n");
+    rejected = true;
+  }
+  for (const PlannedKernel& k : kernels) {
+    auto verdict = accept(k, gate_policy);
+    if (verdict) continue;
+    rejected = true;
+    for (const AcceptanceFailure& f : verdict.error()) {
+      if (f.kind != AcceptanceFailure::Kind::EvidenceRejected) {
+        ctx.out << str(label, ": gate rejected ", text_escape(k.capsule->name), ": ", text_escape(f.message()), "\n");
+      }
+    }
+  }
+  // The verdict comes last, after the ledger, so "accepted" is never followed by a rejection.
+  const bool gate_rejected = rejected;
+  if (ledger && report_ledger(*ledger, kernels, label, ctx)) rejected = true;
+  if (!rejected) ctx.out << label << ": accepted\n";
+  else if (!gate_rejected) ctx.out << label << ": rejected by the evidence ledger\n";
+  ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
+  return rejected ? kRejected : kOk;
+}
+
+}  // namespace capsule::cli

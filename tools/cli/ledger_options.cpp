@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ledger_options.hpp"
+
+#include "capsule/escape.hpp"
+
+namespace capsule::cli {
+
+void add_ledger_option(po::options_description& options) {
+  options.add_options()("ledger", po::value<std::vector<std::string>>(),
+                        "an evidence ledger the tests wrote (build/ledger.json); repeatable, merged in order");
+}
+
+std::optional<EvidenceLedger> load_ledgers(const po::variables_map& vm, Context& ctx) {
+  if (!vm.count("ledger")) return std::nullopt;
+  std::vector<fs::path> files;
+  for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
+  auto ledger = read_evidence_ledgers(files);
+  if (!ledger) {
+    ctx.err << render(ledger.error());
+    throw LedgerLoadFailed{};
+  }
+  return std::move(*ledger);
+}
+
+std::string ledger_summary_line(const EvidenceLedger& ledger) {
+  return text_escape(str("evidence ledger: ", ledger.runs.size(), " run", ledger.runs.size() == 1 ? "" : "s", ", ",
+                         ledger.entries.size(), " entries (", join(ledger.paths, ", "), ")"));
+}
+
+}  // namespace capsule::cli
