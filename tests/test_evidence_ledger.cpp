@@ -105,6 +105,20 @@ TEST_SUITE("evidence ledger") {
     CHECK(read->runs[failing->run].fingerprint.get("device.cpu") == "CPU with \"quotes\", a tab\t and ünïcode");
   }
 
+  TEST_CASE("a ledger with many entries of short source names reads (the duplicate check owns its keys)") {
+    // Short names live inside the string object (SSO) and move when the entry vector grows; the
+    // duplicate check once kept views into them (found by ASan in the CLI on a real ledger).
+    EvidenceLedger ledger;
+    const std::size_t run = add_run(ledger, fingerprint(kHereDigest), "2026-11-30T10:00:00Z");
+    for (const Op op : all_values<Op>()) ledger.entries.push_back(entry(run, "v", op, Obligation::Value, true));
+    auto read = parse_evidence_ledger(write_evidence_ledger(ledger), "ledger.json");
+    REQUIRE_MESSAGE(read.has_value(), (read ? std::string() : render(read.error())));
+    CHECK(read->entries.size() == kOpCount);
+    EvidenceLedger twice = *read;
+    REQUIRE(twice.merge(*read).has_value());
+    CHECK(twice.entries.size() == kOpCount);
+  }
+
   TEST_CASE("ledgers from several machines merge; a run is kept once; conflicting results are refused") {
     EvidenceLedger here = passing_ledger();
     EvidenceLedger gpu;

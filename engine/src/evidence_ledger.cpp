@@ -305,9 +305,16 @@ std::optional<LedgerEntry> read_entry(LedgerReader& reader, const JsonValue& ite
   return entry;
 }
 
-/// Entries are identified by run and case; the sort order of the written file.
+/// Entries are identified by run and case; the sort order of the written file. The views point
+/// into `ledger`: use it only while the ledger is not modified.
 auto entry_key(const EvidenceLedger& ledger, const LedgerEntry& e) {
   return std::make_tuple(std::string_view(ledger.runs[e.run].id), e.kind, std::string_view(e.source), e.covers);
+}
+
+/// The same identity with its own strings, for sets kept while entries are added.
+using OwnedEntryKey = std::tuple<std::string, EvidenceKind, std::string, CoverageCase>;
+OwnedEntryKey owned_entry_key(const EvidenceLedger& ledger, const LedgerEntry& e) {
+  return {ledger.runs[e.run].id, e.kind, e.source, e.covers};
 }
 
 bool same_result(const LedgerEntry& a, const LedgerEntry& b) {
@@ -338,13 +345,13 @@ Result<bool, std::string> EvidenceLedger::merge(const EvidenceLedger& other) {
       runs.push_back(run);
     }
   }
-  std::map<std::tuple<std::string_view, EvidenceKind, std::string_view, CoverageCase>, std::size_t> present;
-  for (std::size_t i = 0; i < entries.size(); ++i) present.emplace(entry_key(*this, entries[i]), i);
+  std::map<OwnedEntryKey, std::size_t> present;
+  for (std::size_t i = 0; i < entries.size(); ++i) present.emplace(owned_entry_key(*this, entries[i]), i);
   std::vector<LedgerEntry> added;
   for (const LedgerEntry& entry : other.entries) {
     LedgerEntry copy = entry;
     copy.run = remap[entry.run];
-    const auto found = present.find(entry_key(*this, copy));
+    const auto found = present.find(owned_entry_key(*this, copy));
     if (found != present.end()) {
       if (!same_result(entries[found->second], copy)) {
         return fail(str("entry for ", copy.source, " on ", to_string(copy.covers.op), "/",
@@ -404,12 +411,12 @@ Result<EvidenceLedger, Diagnostics> parse_evidence_ledger(std::string_view text,
     }
   }
   if (const JsonValue* entries = reader.member(top, "entries", JsonValue::Kind::Array, "the ledger", "an array")) {
-    std::set<std::tuple<std::string_view, EvidenceKind, std::string_view, CoverageCase>> seen;
+    std::set<OwnedEntryKey> seen;
     for (const JsonValue& item : entries->as_array()) {
       std::optional<LedgerEntry> entry = read_entry(reader, item, run_index);
       if (!entry) continue;
       ledger.entries.push_back(std::move(*entry));
-      if (!seen.insert(entry_key(ledger, ledger.entries.back())).second) {
+      if (!seen.insert(owned_entry_key(ledger, ledger.entries.back())).second) {
         reader.error(DiagCode::InvalidValue, item, "the same run records this entry twice");
       }
     }
