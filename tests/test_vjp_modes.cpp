@@ -135,6 +135,7 @@ std::vector<std::pair<Op, std::vector<bool>>> autograd_requests;
 /// Fault switches for the boundary-contract tests.
 bool leave_second_gradient_undefined = false;
 bool return_no_gradients = false;
+bool answer_in_float32 = false;
 
 RuntimeResult<Tensor> run_reference(Op op, std::initializer_list<Tensor> inputs, const OpAttrs& attrs = {}) {
   return reference(op).forward(std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
@@ -160,6 +161,10 @@ class RecordedRegion final : public AutogradBoundary {
 
   RuntimeResult<std::vector<Tensor>> vjp(const Tensor& g) override {
     if (return_no_gradients) return std::vector<Tensor>{};
+    if (answer_in_float32) {
+      CAPSULE_TRY(Tensor ones, Tensor::full(g.shape(), DType::F32, 1.0));
+      return std::vector<Tensor>(inputs_.size(), ones);
+    }
     std::vector<Tensor> grads(inputs_.size());
     if (op_ == Op::Matmul) {
       if (requires_grad_[0]) {
@@ -440,7 +445,7 @@ TEST_SUITE("runtime") {
     CHECK(live_boundaries == 0);
   }
 
-  TEST_CASE("an external-autograd boundary's undefined gradient becomes zeros and a short answer is an error") {
+  TEST_CASE("an external-autograd boundary's undefined gradient becomes zeros; a short or mistyped answer is an error") {
     testing::ScratchTree tree("external-autograd-contract");
     Workspace workspace = boundary_workspace(tree);
     HandlerRegistry handlers;
@@ -448,7 +453,7 @@ TEST_SUITE("runtime") {
     Session session = open(workspace, handlers, "boundary_cpu", kBoundaryOps);
 
     struct Reset {
-      ~Reset() { leave_second_gradient_undefined = return_no_gradients = false; }
+      ~Reset() { leave_second_gradient_undefined = return_no_gradients = answer_in_float32 = false; }
     } reset;
     leave_second_gradient_undefined = true;  // as a runtime reports an input its region did not use
     Var a = session.parameter(values({2}, {1, 2}));
@@ -470,6 +475,18 @@ TEST_SUITE("runtime") {
           "backward through `add` (capsule `boundary.add`): the external-autograd boundary returned 0 gradients for 2 "
           "inputs; expected one per input");
     CHECK(live_boundaries == 0);  // freed even though its VJP failed
+
+    return_no_gradients = false;
+    answer_in_float32 = true;
+    session.clear_tape();
+    a = session.parameter(values({2}, {1, 2}));
+    sum = session.call(Op::Add, {a, a}).value();
+    auto other_precision = session.backward(sum);
+    REQUIRE_FALSE(other_precision);
+    CHECK(other_precision.error().code == RuntimeCode::DTypeMismatch);
+    CHECK(other_precision.error().message ==
+          "backward through `add` (capsule `boundary.add`): gradient for input 0 is float32 on cpu; expected float64 "
+          "on cpu");
   }
 
   TEST_CASE("an external-autograd capsule binds only to a handler that opens an autograd boundary") {

@@ -463,6 +463,15 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
                                  "`): gradient for input ", j, " has shape ", to_string(g.shape()), "; expected ",
                                  to_string(input.value_.shape())));
       }
+      // A handler or external runtime answering in another precision would otherwise surface
+      // later as a mismatch inside the gradient sum, far from its cause.
+      if (g.dtype() != input.value_.dtype() || g.device() != input.value_.device()) {
+        return runtime_error(RuntimeCode::DTypeMismatch,
+                             str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
+                                 "`): gradient for input ", j, " is ", to_string(g.dtype()), " on ",
+                                 to_string(g.device()), "; expected ", to_string(input.value_.dtype()), " on ",
+                                 to_string(input.value_.device())));
+      }
       CAPSULE_ASSERT(static_cast<std::size_t>(input.node_) < i, "a taped input precedes the node that uses it");
       Tensor& slot = grads.by_node_[static_cast<std::size_t>(input.node_)];
       if (!slot.defined()) {
