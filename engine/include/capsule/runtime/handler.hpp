@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Compiled handlers and their registry (SPEC §2, semantics §2.3, §7). A handler registers under
 // (op, provider, device) and declares what it can honour: the layouts it accepts, whether its
-// backward is a complete backend VJP, and the runtime guards it enforces. Binding an accepted
+// backward is a complete backend VJP, and the runtime guards it enforces; optionally it keeps
+// state from its forward for its backward, or hands its backward to an external autograd runtime
+// through a per-call boundary (docs/runtime.md, "Tape autograd"). Binding an accepted
 // capsule to a handler checks identity with TorchLean's texts, then the loaded contract; only a
 // bound ExecutableKernel can run. Handler sets are registered by explicit calls such as
 // register_reference_handlers(registry); nothing registers itself.
