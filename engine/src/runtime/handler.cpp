@@ -39,9 +39,23 @@ RuntimeStatus HandlerRegistry::add(HandlerSpec spec, std::source_location site) 
     return runtime_error(RuntimeCode::InvalidArgument,
                          str("handler `", spec.name, "` at ", site_of(site), " has no forward kernel"));
   }
-  if (spec.backend_vjp && spec.backward == nullptr) {
+  if (spec.backend_vjp && !spec.has_backward()) {
     return runtime_error(RuntimeCode::InvalidArgument, str("handler `", spec.name, "` at ", site_of(site),
                                                            " declares a backend VJP but has no backward kernel"));
+  }
+  // A saving forward whose state no backward reads, or a backward waiting for state no forward
+  // keeps, is a registration mistake: refuse it rather than run a backward with null state.
+  if ((spec.forward_saving == nullptr) != (spec.backward_saved == nullptr)) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("handler `", spec.name, "` at ", site_of(site), " has ",
+                             spec.forward_saving != nullptr ? "a saving forward but no backward_saved kernel"
+                                                            : "a backward_saved kernel but no saving forward",
+                             "; expected both or neither"));
+  }
+  if (spec.forward_autograd != nullptr && spec.autograd_runtime.empty()) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("handler `", spec.name, "` at ", site_of(site),
+                             " has an autograd forward but names no autograd runtime; expected `autograd_runtime`"));
   }
   auto entry = std::make_unique<RegisteredHandler>(RegisteredHandler{std::move(spec), site_of(site)});
   by_op_[static_cast<std::size_t>(entry->spec.op)].push_back(entry.get());
@@ -92,6 +106,10 @@ std::optional<std::string> contract_mismatch(const HandlerSpec& handler, const C
   if (capsule.vjp == VjpMode::BackendVjp && !handler.backend_vjp) {
     return str("capsule `", capsule.name, "` has VJP mode backend-vjp, but handler `", handler.name,
                "` computes no backward of its own");
+  }
+  if (capsule.vjp == VjpMode::ExternalAutograd && handler.forward_autograd == nullptr) {
+    return str("capsule `", capsule.name, "` has VJP mode external-autograd, but handler `", handler.name,
+               "` opens no autograd boundary (no forward_autograd)");
   }
   for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
     const Evidence& evidence = capsule.contracts[i].evidence;

@@ -20,9 +20,34 @@ struct TapeNode {
   std::vector<Var> inputs;
   Tensor output;
   OpAttrs attrs;
+  /// What the handler's saving forward kept for its backward (may be null).
+  std::unique_ptr<SavedState> saved;
+  /// The external-autograd region's boundary (null when no input needed a gradient).
+  std::unique_ptr<AutogradBoundary> boundary;
+  /// A backward already ran through this node and freed its saved state and boundary.
+  bool released = false;
 };
 
 std::string session_error(std::string_view message) { return str("torch eager session: ", message); }
+
+/// Whether a taped call through `kernel` runs the handler's saving forward: exactly when its
+/// backward calls the handler's adjoint kernel, the only reader of the state.
+bool keeps_saved_state(const ExecutableKernel& kernel, Op op) {
+  if (kernel.handler().forward_saving == nullptr) return false;
+  const VjpMode mode = kernel.capsule().vjp;
+  return mode == VjpMode::BackendVjp || (mode == VjpMode::TorchleanTape && vjp_rule_uses_adjoint(op));
+}
+
+/// requires_grad[i]: input i of the node is on the tape and the op differentiates it.
+std::vector<bool> gradient_needs(const TapeNode& node, bool& any) {
+  std::vector<bool> needs(node.inputs.size());
+  any = false;
+  for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+    needs[j] = node.inputs[j].requires_grad() && input_takes_gradient(node.op, j);
+    any = any || needs[j];
+  }
+  return needs;
+}
 
 /// Tape ids are unique across every session of the process, so a Var from another session or from
 /// a cleared tape can never be mistaken for a node of the current one.
@@ -57,6 +82,13 @@ struct Session::State {
 
   RuntimeResult<const ExecutableKernel*> select(Op op);
   RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
+  /// Runs the forward of a call being recorded as `node` (whose inputs are set), keeping the
+  /// handler's saved state or opening the external-autograd boundary on the node.
+  RuntimeResult<Tensor> record_forward(TapeNode& node, std::span<const Tensor> inputs);
+  /// The node's local VJP from its handler's adjoint kernel, with the node's saved state.
+  RuntimeResult<std::vector<Tensor>> adjoint(const TapeNode& node, std::span<const Tensor> inputs, const Tensor& grad);
+  /// The node's local VJP from its external-autograd boundary, which is freed here.
+  RuntimeResult<std::vector<Tensor>> boundary_vjp(TapeNode& node, const Tensor& grad);
 };
 
 namespace {
@@ -71,16 +103,7 @@ class SessionVjpDispatch final : public VjpDispatch {
     return state_.dispatch(op, inputs, attrs);
   }
 
-  RuntimeResult<std::vector<Tensor>> adjoint() override {
-    const HandlerSpec& handler = node_.kernel->handler();
-    if (handler.backward == nullptr) {
-      return runtime_error(RuntimeCode::GradientUnavailable,
-                           str("backward through `", to_string(node_.op), "`: handler `", handler.name,
-                               "` declares no adjoint kernel, which the torchlean-tape rule needs"));
-    }
-    ++state_.use_of(node_.op).adjoint_calls;
-    return handler.backward(inputs_, node_.output, grad_, node_.attrs);
-  }
+  RuntimeResult<std::vector<Tensor>> adjoint() override { return state_.adjoint(node_, inputs_, grad_); }
 
  private:
   Session::State& state_;
@@ -204,7 +227,7 @@ RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
   CAPSULE_TRY(ExecutableKernel kernel, bind(*accepted, *s.handlers));
   const Capsule& capsule = kernel.capsule();
   if (s.options.gradients && capsule.vjp == VjpMode::TorchleanTape && vjp_rule_uses_adjoint(op) &&
-      kernel.handler().backward == nullptr) {
+      !kernel.handler().has_backward()) {
     return runtime_error(RuntimeCode::BindingRejected,
                          str("torch: invalid executable backend binding: the torchlean-tape VJP rule for `",
                              to_string(op), "` needs the adjoint kernel of handler `", kernel.handler().name,
@@ -214,7 +237,8 @@ RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
     for (const std::string& line : detailed_lines(PlannedKernel{op, &capsule})) *s.options.log << line << '\n';
   }
   s.use_slot[index] = static_cast<std::int32_t>(s.uses.size());
-  s.uses.push_back(CapsuleUse{op, std::make_shared<const Capsule>(capsule), kernel.handler().name, 0, 0, 0});
+  s.uses.push_back(CapsuleUse{op, std::make_shared<const Capsule>(capsule), kernel.handler().name, 0, 0, 0,
+                              kernel.handler().autograd_runtime, 0, 0});
   s.selected[index] = std::make_unique<ExecutableKernel>(std::move(kernel));
   return s.selected[index].get();
 }
@@ -228,6 +252,93 @@ RuntimeResult<Tensor> Session::State::dispatch(Op op, std::span<const Tensor> in
   CapsuleUse& use = use_of(op);
   ++(in_backward ? use.vjp_calls : use.forward_calls);
   return kernel->run(inputs, attrs);
+}
+
+RuntimeResult<Tensor> Session::State::record_forward(TapeNode& node, std::span<const Tensor> inputs) {
+  CAPSULE_TRY(const ExecutableKernel* kernel, select(node.op));
+  node.kernel = kernel;
+  CapsuleUse& use = use_of(node.op);
+  ++use.forward_calls;
+  const HandlerSpec& handler = kernel->handler();
+  if (kernel->capsule().vjp == VjpMode::ExternalAutograd) {
+    // One region per call (docs/runtime.md): the boundary covers exactly this op. With no input
+    // needing a gradient there is nothing for the external runtime to record.
+    bool any = false;
+    const std::vector<bool> needs = gradient_needs(node, any);
+    if (!any) return kernel->run(inputs, node.attrs);
+    CAPSULE_TRY(AutogradForwardResult result, handler.forward_autograd(inputs, node.attrs, needs));
+    if (!result.boundary) {
+      return runtime_error(RuntimeCode::GradientUnavailable,
+                           str("`", to_string(node.op), "` (capsule `", kernel->capsule().name, "`): handler `",
+                               handler.name, "` returned no autograd boundary for a call that needs gradients"));
+    }
+    ++use.boundary_regions;
+    node.boundary = std::move(result.boundary);
+    return std::move(result.output);
+  }
+  if (keeps_saved_state(*kernel, node.op)) {
+    CAPSULE_TRY(SavingForwardResult result, handler.forward_saving(inputs, node.attrs));
+    node.saved = std::move(result.saved);
+    return std::move(result.output);
+  }
+  return kernel->run(inputs, node.attrs);
+}
+
+RuntimeResult<std::vector<Tensor>> Session::State::adjoint(const TapeNode& node, std::span<const Tensor> inputs,
+                                                           const Tensor& grad) {
+  const HandlerSpec& handler = node.kernel->handler();
+  if (handler.backward_saved != nullptr) {
+    if (node.released) {
+      return runtime_error(RuntimeCode::GradientUnavailable,
+                           str("backward through `", to_string(node.op), "` (capsule `", node.kernel->capsule().name,
+                               "`): the state handler `", handler.name,
+                               "` saved in the forward was freed by an earlier backward of this tape; run the "
+                               "forward again to backpropagate a second time"));
+    }
+    ++use_of(node.op).adjoint_calls;
+    return handler.backward_saved(inputs, node.output, grad, node.attrs, node.saved.get());
+  }
+  if (handler.backward == nullptr) {
+    return runtime_error(RuntimeCode::GradientUnavailable,
+                         str("backward through `", to_string(node.op), "`: handler `", handler.name,
+                             "` declares no adjoint kernel, which the torchlean-tape rule needs"));
+  }
+  ++use_of(node.op).adjoint_calls;
+  return handler.backward(inputs, node.output, grad, node.attrs);
+}
+
+RuntimeResult<std::vector<Tensor>> Session::State::boundary_vjp(TapeNode& node, const Tensor& grad) {
+  const Capsule& capsule = node.kernel->capsule();
+  bool any = false;
+  const std::vector<bool> needs = gradient_needs(node, any);
+  if (!any) return std::vector<Tensor>{};  // no region was opened: nothing flows back
+  // Taken off the node first, so the region's retained graph is freed when this returns, whether
+  // or not its VJP succeeds.
+  std::unique_ptr<AutogradBoundary> boundary = std::move(node.boundary);
+  if (!boundary) {
+    return runtime_error(RuntimeCode::GradientUnavailable,
+                         str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
+                             "`): its external-autograd boundary was freed by an earlier backward of this tape; run "
+                             "the forward again to backpropagate a second time"));
+  }
+  ++use_of(node.op).boundary_vjps;
+  CAPSULE_TRY(std::vector<Tensor> grads, boundary->vjp(grad));
+  if (grads.size() != node.inputs.size()) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
+                             "`): the external-autograd boundary returned ", grads.size(), " gradients for ",
+                             node.inputs.size(), " inputs; expected one per input"));
+  }
+  for (std::size_t j = 0; j < grads.size(); ++j) {
+    if (!needs[j]) {
+      grads[j] = Tensor();  // masks and constants never take a gradient, whatever the runtime says
+    } else if (!grads[j].defined()) {
+      // The runtime computed none (an input the region did not use): its gradient is zero.
+      const Tensor& input = node.inputs[j].value();
+      CAPSULE_TRY(grads[j], Tensor::zeros(input.shape(), input.dtype()));
+    }
+  }
+  return grads;
 }
 
 Var Session::parameter(Tensor value) {
@@ -267,18 +378,20 @@ RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAtt
     }
     tensors = spilled;
   }
-  CAPSULE_TRY(Tensor out, s.dispatch(op, tensors, attrs));
-  if (!taped || !s.options.gradients || s.in_backward) return Var(std::move(out), -1, 0);
+  if (!taped || !s.options.gradients || s.in_backward) {
+    CAPSULE_TRY(Tensor out, s.dispatch(op, tensors, attrs));
+    return Var(std::move(out), -1, 0);
+  }
   TapeNode node;
-  node.kernel = s.selected[static_cast<std::size_t>(op)].get();
   node.op = op;
+  node.attrs = attrs;
   node.inputs.reserve(inputs.size());
   for (const Var& input : inputs) {
     // Inputs from an older tape enter this one as constants.
     node.inputs.push_back(Var(input.value_, s.node_of(input.node_, input.tape_), s.tape_generation));
   }
+  CAPSULE_TRY(Tensor out, s.record_forward(node, tensors));
   node.output = out;
-  node.attrs = attrs;
   s.tape.push_back(std::move(node));
   return Var(std::move(out), static_cast<std::int32_t>(s.tape.size() - 1), s.tape_generation);
 }
@@ -312,7 +425,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
               Tensor::full(root.value_.shape(), root.value_.dtype(), 1.0));
   std::vector<Tensor> inputs;
   for (auto i = static_cast<std::size_t>(root.node_) + 1; i-- > 0;) {
-    const TapeNode& node = s.tape[i];
+    TapeNode& node = s.tape[i];
     const Tensor& grad = grads.by_node_[i];
     if (node.kernel == nullptr || !grad.defined()) continue;
     const Capsule& capsule = node.kernel->capsule();
@@ -328,22 +441,17 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
         return runtime_error(RuntimeCode::GradientUnavailable,
                              str("backward through `", to_string(node.op), "`: capsule `", capsule.name,
                                  "` has VJP mode none; expected a capsule whose VJP is torchlean-tape or backend-vjp"));
-      case VjpMode::ExternalAutograd:
-        return runtime_error(RuntimeCode::GradientUnavailable,
-                             str("backward through `", to_string(node.op), "`: capsule `", capsule.name,
-                                 "` leaves its VJP to an external autograd runtime, and none is linked"));
-      case VjpMode::BackendVjp: {
-        const HandlerSpec& handler = node.kernel->handler();
-        ++s.use_of(node.op).adjoint_calls;
-        local = handler.backward(inputs, node.output, grad, node.attrs);
-        break;
-      }
+      case VjpMode::ExternalAutograd: local = s.boundary_vjp(node, grad); break;
+      case VjpMode::BackendVjp: local = s.adjoint(node, inputs, grad); break;
       case VjpMode::TorchleanTape: {
         SessionVjpDispatch dispatch(s, node, inputs, grad);
         local = torchlean_tape_vjp(dispatch, VjpCall{node.op, inputs, &node.output, &grad, &node.attrs, needs});
         break;
       }
     }
+    // The node's backward ran: what its forward kept for it is freed now, not at clear_tape.
+    node.saved.reset();
+    node.released = true;
     if (!local) return fail(std::move(local).error());
     for (std::size_t j = 0; j < node.inputs.size() && j < local->size(); ++j) {
       const Var& input = node.inputs[j];
@@ -354,6 +462,15 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
                              str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
                                  "`): gradient for input ", j, " has shape ", to_string(g.shape()), "; expected ",
                                  to_string(input.value_.shape())));
+      }
+      // A handler or external runtime answering in another precision would otherwise surface
+      // later as a mismatch inside the gradient sum, far from its cause.
+      if (g.dtype() != input.value_.dtype() || g.device() != input.value_.device()) {
+        return runtime_error(RuntimeCode::DTypeMismatch,
+                             str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
+                                 "`): gradient for input ", j, " is ", to_string(g.dtype()), " on ",
+                                 to_string(g.device()), "; expected ", to_string(input.value_.dtype()), " on ",
+                                 to_string(input.value_.device())));
       }
       CAPSULE_ASSERT(static_cast<std::size_t>(input.node_) < i, "a taped input precedes the node that uses it");
       Tensor& slot = grads.by_node_[static_cast<std::size_t>(input.node_)];
@@ -385,6 +502,10 @@ std::string capsules_used_text(std::span<const CapsuleUse> uses) {
                " in VJPs");
     if (use.adjoint_calls > 0) out += str(", ", use.adjoint_calls, " adjoint");
     out += "\n";
+    if (c.vjp == VjpMode::ExternalAutograd) {
+      out += str("    external-autograd boundary: ", use.autograd_runtime, ", one region per call: ",
+                 use.boundary_regions, " recorded, ", use.boundary_vjps, " backward\n");
+    }
   }
   return out;
 }
@@ -403,8 +524,17 @@ void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses
         .field("handler", std::string_view(use.handler))
         .field("forward_calls", static_cast<std::int64_t>(use.forward_calls))
         .field("vjp_calls", static_cast<std::int64_t>(use.vjp_calls))
-        .field("adjoint_calls", static_cast<std::int64_t>(use.adjoint_calls))
-        .end_object();
+        .field("adjoint_calls", static_cast<std::int64_t>(use.adjoint_calls));
+    if (c.vjp == VjpMode::ExternalAutograd) {
+      json.key("boundary")
+          .begin_object()
+          .field("runtime", std::string_view(use.autograd_runtime))
+          .field("region", std::string_view("op"))
+          .field("regions_recorded", static_cast<std::int64_t>(use.boundary_regions))
+          .field("region_vjps", static_cast<std::int64_t>(use.boundary_vjps))
+          .end_object();
+    }
+    json.end_object();
   }
   json.end_array();
 }

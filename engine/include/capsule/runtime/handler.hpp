@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Compiled handlers and their registry (SPEC §2, semantics §2.3, §7). A handler registers under
 // (op, provider, device) and declares what it can honour: the layouts it accepts, whether its
-// backward is a complete backend VJP, and the runtime guards it enforces. Binding an accepted
+// backward is a complete backend VJP, and the runtime guards it enforces; optionally it keeps
+// state from its forward for its backward, or hands its backward to an external autograd runtime
+// through a per-call boundary (docs/runtime.md, "Tape autograd"). Binding an accepted
 // capsule to a handler checks identity with TorchLean's texts, then the loaded contract; only a
 // bound ExecutableKernel can run. Handler sets are registered by explicit calls such as
 // register_reference_handlers(registry); nothing registers itself.
@@ -28,6 +30,59 @@ using ForwardKernel = RuntimeResult<Tensor> (*)(std::span<const Tensor> inputs, 
 using BackwardKernel = RuntimeResult<std::vector<Tensor>> (*)(std::span<const Tensor> inputs, const Tensor& output,
                                                               const Tensor& grad_output, const OpAttrs& attrs);
 
+/// State a handler's forward keeps for its own backward (max_pool's argmax indices, layer_norm's
+/// mean and rstd, batch_norm's invstd). Handlers derive from it; the engine never looks inside.
+/// The tape owns the object on the node it belongs to and destroys it once that node's backward
+/// has run or the tape is cleared, whichever comes first.
+class SavedState {
+ public:
+  virtual ~SavedState() = default;
+};
+
+/// What a saving forward returns: the output, and the state its backward will receive (may be
+/// null when there is nothing to keep).
+struct SavingForwardResult {
+  Tensor output;
+  std::unique_ptr<SavedState> saved;
+};
+
+/// A forward that also keeps state for the backward. The session calls it instead of `forward`
+/// only for calls it records on the tape and whose backward calls the handler's adjoint.
+using SavingForwardKernel = RuntimeResult<SavingForwardResult> (*)(std::span<const Tensor> inputs,
+                                                                   const OpAttrs& attrs);
+
+/// BackwardKernel plus the state the node's saving forward returned (null when it kept none).
+using SavedBackwardKernel = RuntimeResult<std::vector<Tensor>> (*)(std::span<const Tensor> inputs,
+                                                                   const Tensor& output,
+                                                                   const Tensor& grad_output,
+                                                                   const OpAttrs& attrs, const SavedState* saved);
+
+/// One region of the computation handed to an external autograd runtime (an `external-autograd`
+/// capsule's call; the region is that one op, see docs/runtime.md). The tape keeps it as the
+/// node's boundary. Destroying it frees everything the region retained (the runtime's recorded
+/// graph, saved tensors); the tape does so right after its `vjp` ran and at `clear_tape`.
+class AutogradBoundary {
+ public:
+  virtual ~AutogradBoundary() = default;
+  /// The region's VJP, computed by the external runtime: one gradient per input of the call, an
+  /// undefined Tensor where the runtime computed none (an unused input). Called at most once.
+  virtual RuntimeResult<std::vector<Tensor>> vjp(const Tensor& grad_output) = 0;
+};
+
+/// What an autograd forward returns: the output, and the boundary that owns its backward.
+struct AutogradForwardResult {
+  Tensor output;
+  std::unique_ptr<AutogradBoundary> boundary;
+};
+
+/// The forward of an `external-autograd` capsule for calls the session records on the tape: it
+/// runs the op under the external runtime's autograd and returns the boundary. `requires_grad[i]`
+/// says whether input i needs a gradient (it is on the tape and the op differentiates it: masks
+/// never do); the runtime must track exactly those.
+using AutogradForwardKernel = RuntimeResult<AutogradForwardResult> (*)(std::span<const Tensor> inputs,
+                                                                       const OpAttrs& attrs,
+                                                                       const std::vector<bool>& requires_grad);
+
 /// Probes whether a device's execution runtime is usable (for example a CUDA provider asking the
 /// driver for a device). Returns an empty string when usable, else the reason.
 using DeviceRuntimeProbe = std::string (*)();
@@ -46,6 +101,23 @@ struct HandlerSpec {
   BackwardKernel backward = nullptr;
   /// The handler computes its own complete backward (it may run `backend-vjp` capsules).
   bool backend_vjp = false;
+
+  /// Optional pair for handlers whose backward needs forward intermediates. When both are set,
+  /// taped calls whose backward calls this handler's adjoint (`backend-vjp`, or a `torchlean-tape`
+  /// rule that uses the adjoint kernel) run `forward_saving`, and their backward calls
+  /// `backward_saved` with the node's state instead of `backward`. Untaped calls run `forward`.
+  SavingForwardKernel forward_saving = nullptr;
+  SavedBackwardKernel backward_saved = nullptr;
+
+  /// The forward of `external-autograd` capsules for taped calls; untaped calls run `forward`.
+  /// Required for binding an `external-autograd` capsule.
+  AutogradForwardKernel forward_autograd = nullptr;
+  /// The external autograd runtime that owns those regions, named in the capsules-used report
+  /// (for example "LibTorch autograd"). Required with `forward_autograd`.
+  std::string autograd_runtime;
+
+  /// True when the handler has an adjoint kernel of either form.
+  bool has_backward() const { return backward != nullptr || backward_saved != nullptr; }
 };
 
 /// A registered handler and where it was registered (for duplicate reports).

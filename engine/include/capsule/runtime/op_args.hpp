@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "capsule/runtime/tensor.hpp"
+#include "capsule/vocab.hpp"
 
 namespace capsule {
 
@@ -89,5 +90,15 @@ struct OpAttrs {
   bool keepdim = false;
   bool causal = false;       ///< attention: key j allowed iff j <= i
 };
+
+/// Whether input `index` of `op` ever takes a gradient. Ops that need no VJP (§1.3: random sources,
+/// top_k_mask) take none, and neither do selector inputs: the masks of hard_masked_softmax and
+/// scaled_dot_product_attention. (Gather and scatter indices are payload, not inputs.)
+constexpr bool input_takes_gradient(Op op, std::size_t index) {
+  if (!requires_vjp(op)) return false;
+  if (op == Op::HardMaskedSoftmax) return index != 1;
+  if (op == Op::ScaledDotProductAttention) return index != 3;
+  return true;
+}
 
 }  // namespace capsule

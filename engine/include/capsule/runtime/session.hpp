@@ -78,6 +78,11 @@ struct CapsuleUse {
   std::uint64_t forward_calls = 0;  ///< calls made by the program
   std::uint64_t vjp_calls = 0;      ///< calls made while composing VJPs on the tape
   std::uint64_t adjoint_calls = 0;  ///< calls of the handler's own adjoint kernel
+  /// `external-autograd` capsules: the runtime that owns their regions (the handler's
+  /// `autograd_runtime`), regions recorded on a tape, and regions whose VJP ran.
+  std::string autograd_runtime;
+  std::uint64_t boundary_regions = 0;
+  std::uint64_t boundary_vjps = 0;
 };
 
 class Session {
@@ -113,11 +118,14 @@ class Session {
 
   /// Backpropagates from `root` (seeded with ones) through the tape, in reverse order, composing
   /// each local VJP as the node's capsule says: `torchlean-tape` rules dispatch runtime ops
-  /// through this session's capsules, `backend-vjp` calls the handler's own backward, and `none`
-  /// is an error naming the capsule.
+  /// through this session's capsules, `backend-vjp` calls the handler's own backward,
+  /// `external-autograd` calls the node's autograd boundary, and `none` is an error naming the
+  /// capsule. A node's saved state and boundary are freed once its backward ran, so a second
+  /// backward through such a node is an error (record the forward again).
   RuntimeResult<Gradients> backward(const Var& root);
-  /// Forgets the tape. Vars recorded on it are constants to this session afterwards: their node
-  /// indices are never confused with the next tape's.
+  /// Forgets the tape, freeing every node's saved state and autograd boundary. Vars recorded on it
+  /// are constants to this session afterwards: their node indices are never confused with the
+  /// next tape's.
   void clear_tape();
   std::size_t tape_size() const;
   /// True when `var` is a node of this session's current tape (so backward reaches it).
@@ -140,10 +148,13 @@ class Session {
 };
 
 /// `capsules used (N):` then one line per capsule:
-/// `  {op} -> {capsule} ({provider}/{device}, {trust}, vjp={mode}): {n} forward, {m} in VJPs[, {k} adjoint]`.
+/// `  {op} -> {capsule} ({provider}/{device}, {trust}, vjp={mode}): {n} forward, {m} in VJPs[, {k} adjoint]`,
+/// and under each `external-autograd` capsule the boundary it hands its regions across:
+/// `    external-autograd boundary: {runtime}, one region per call: {r} recorded, {v} backward`.
 std::string capsules_used_text(std::span<const CapsuleUse> uses);
 /// The JSON array of capsules used (objects with op, capsule, provider, device, trust, vjp,
-/// handler, forward_calls, vjp_calls, adjoint_calls).
+/// handler, forward_calls, vjp_calls, adjoint_calls; `external-autograd` capsules add
+/// `boundary`: {runtime, region, regions_recorded, region_vjps}).
 void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses);
 
 /// Ops whose torchlean-tape VJP rule calls the handler's adjoint kernel (the others compose their
