@@ -123,8 +123,8 @@ LedgerVerdict judge_evidence(const EvidenceLedger& ledger, const EnvironmentFing
   return verdict;
 }
 
-std::vector<LedgerRejection> ledger_rejections(const EvidenceLedger& ledger, const EnvironmentFingerprint& here,
-                                               std::span<const PlannedKernel> kernels) {
+std::vector<LedgerRejection> ledger_verdicts(const EvidenceLedger& ledger, const EnvironmentFingerprint& here,
+                                             std::span<const PlannedKernel> kernels) {
   std::vector<LedgerRejection> out;
   std::vector<const Capsule*> seen;
   for (const PlannedKernel& kernel : kernels) {
@@ -133,11 +133,18 @@ std::vector<LedgerRejection> ledger_rejections(const EvidenceLedger& ledger, con
     seen.push_back(kernel.capsule);
     for (const Obligation obligation : all_values<Obligation>()) {
       LedgerVerdict verdict = judge_evidence(ledger, here, *kernel.capsule, obligation);
-      if (verdict.status == LedgerStatus::Failed || verdict.status == LedgerStatus::NotRunHere) {
+      if (verdict.status != LedgerStatus::NotLedgerEvidence) {
         out.push_back(LedgerRejection{kernel.op, kernel.capsule, obligation, std::move(verdict)});
       }
     }
   }
+  return out;
+}
+
+std::vector<LedgerRejection> ledger_rejections(const EvidenceLedger& ledger, const EnvironmentFingerprint& here,
+                                               std::span<const PlannedKernel> kernels) {
+  std::vector<LedgerRejection> out = ledger_verdicts(ledger, here, kernels);
+  std::erase_if(out, [](const LedgerRejection& r) { return r.verdict.status == LedgerStatus::Passed; });
   return out;
 }
 

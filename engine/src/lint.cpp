@@ -56,10 +56,7 @@ std::string_view plural_words(EvidenceKind kind) {
 
 std::string_view obligation_name(std::size_t index) { return to_string(static_cast<Obligation>(index)); }
 
-SourceLoc site(const Capsule& capsule, FilePos pos) {
-  if (pos.line == 0) return capsule.where;
-  return SourceLoc{capsule.where.file, pos.line, pos.column};
-}
+using detail::site;
 
 bool identifier_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -508,6 +505,11 @@ class EvidenceChecker {
 };
 
 }  // namespace
+
+SourceLoc detail::site(const Capsule& capsule, FilePos pos) {
+  if (pos.line == 0) return capsule.where;
+  return SourceLoc{capsule.where.file, pos.line, pos.column};
+}
 
 std::vector<const CapsuleModule*> detail::loaded_modules(const Workspace& workspace) {
   std::vector<const CapsuleModule*> modules;

@@ -8,6 +8,9 @@
 
 namespace capsule::detail {
 
+/// The position `pos` inside `capsule`'s file, or the capsule's own position when `pos` is unset.
+SourceLoc site(const Capsule& capsule, FilePos pos);
+
 /// The workspace's modules, then modules profiles prepend through `with_catalogs` (each file
 /// once, however many profiles prepend it).
 std::vector<const CapsuleModule*> loaded_modules(const Workspace& workspace);

@@ -22,12 +22,6 @@ std::vector<std::string> first_of(const std::vector<std::string>& items, std::si
   return {items.begin(), items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), count))};
 }
 
-SourceLoc evidence_site(const Capsule& capsule, Obligation obligation) {
-  const FilePos pos = capsule.sites[static_cast<std::size_t>(obligation)].evidence;
-  if (pos.line == 0) return capsule.where;
-  return SourceLoc{capsule.where.file, pos.line, pos.column};
-}
-
 }  // namespace
 
 Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandler>& handlers,
@@ -58,7 +52,7 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
           if (verdict.run != nullptr) elsewhere.push_back(str(subject, ": ", verdict.reason));
           continue;
         }
-        const SourceLoc where = evidence_site(capsule, obligation);
+        const SourceLoc where = detail::site(capsule, capsule.sites[static_cast<std::size_t>(obligation)].evidence);
         const std::string words = str(to_string(evidence.kind), " `", evidence.name, "`");
         const auto key = std::make_tuple(where.file, where.line, where.column, verdict.status, words);
         auto [at, added] = index.emplace(key, findings.size());

@@ -37,24 +37,21 @@ std::vector<Op> profile_ops(const ResolvedProfile& resolved, Device device, std:
 /// has no passing entry for this build on its device.
 bool report_ledger(const EvidenceLedger& ledger, std::span<const PlannedKernel> kernels, const std::string& label,
                    Context& ctx) {
-  const EnvironmentFingerprint& here = ctx.fingerprint;
   ctx.out << ledger_summary_line(ledger) << "\n";
-  std::vector<const Capsule*> seen;
   std::size_t passed = 0;
-  for (const PlannedKernel& k : kernels) {
-    if (k.capsule == nullptr || std::find(seen.begin(), seen.end(), k.capsule) != seen.end()) continue;
-    seen.push_back(k.capsule);
-    for (const Obligation obligation : all_values<Obligation>()) {
-      const LedgerVerdict verdict = judge_evidence(ledger, here, *k.capsule, obligation);
-      if (verdict.status != LedgerStatus::Passed) continue;
-      ++passed;
-      ctx.out << text_escape(str("  ", k.capsule->name, " ", to_string(obligation), ": ", verdict.reason)) << "\n";
+  std::vector<const LedgerRejection*> rejections;
+  const std::vector<LedgerRejection> verdicts = ledger_verdicts(ledger, ctx.fingerprint, kernels);
+  for (const LedgerRejection& v : verdicts) {
+    if (v.verdict.status != LedgerStatus::Passed) {
+      rejections.push_back(&v);
+      continue;
     }
+    ++passed;
+    ctx.out << text_escape(str("  ", v.capsule->name, " ", to_string(v.obligation), ": ", v.verdict.reason)) << "\n";
   }
-  const std::vector<LedgerRejection> rejections = ledger_rejections(ledger, here, kernels);
-  for (const LedgerRejection& r : rejections) {
-    ctx.out << str(label, ": ledger rejected ", text_escape(r.capsule->name), " ", to_string(r.obligation), "\n  ",
-                   text_escape(r.verdict.reason), "\n");
+  for (const LedgerRejection* r : rejections) {
+    ctx.out << str(label, ": ledger rejected ", text_escape(r->capsule->name), " ", to_string(r->obligation), "\n  ",
+                   text_escape(r->verdict.reason), "\n");
   }
   ctx.out << str("ledger: ", passed, " obligation", passed == 1 ? "" : "s", " passed on this build, ",
                  rejections.size(), " without a passing entry\n");

@@ -176,9 +176,8 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   inputs.source_root = scope.source_root;
   Diagnostics evidence = check_evidence(workspace, inputs);
   if (vm.count("ledger")) {
-    std::vector<fs::path> files;
-    for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
-    auto ledger = read_evidence_ledgers(files);
+    // Lint reports a ledger that does not load among its findings instead of stopping.
+    auto ledger = read_evidence_ledgers(ledger_files(vm));
     Diagnostics judged = ledger ? check_ledger(workspace, inputs.handlers, *ledger, ctx.fingerprint)
                                 : std::move(ledger.error());
     evidence.insert(evidence.end(), judged.begin(), judged.end());

@@ -10,11 +10,16 @@ void add_ledger_option(po::options_description& options) {
                         "an evidence ledger the tests wrote (build/ledger.json); repeatable, merged in order");
 }
 
+std::vector<fs::path> ledger_files(const po::variables_map& vm) {
+  std::vector<fs::path> files;
+  if (!vm.count("ledger")) return files;
+  for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
+  return files;
+}
+
 std::optional<EvidenceLedger> load_ledgers(const po::variables_map& vm, Context& ctx) {
   if (!vm.count("ledger")) return std::nullopt;
-  std::vector<fs::path> files;
-  for (const std::string& file : vm["ledger"].as<std::vector<std::string>>()) files.emplace_back(file);
-  auto ledger = read_evidence_ledgers(files);
+  auto ledger = read_evidence_ledgers(ledger_files(vm));
   if (!ledger) {
     ctx.err << render(ledger.error());
     throw LedgerLoadFailed{};

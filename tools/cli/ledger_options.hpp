@@ -13,6 +13,9 @@ namespace capsule::cli {
 /// Adds `--ledger FILE` to `options`.
 void add_ledger_option(po::options_description& options);
 
+/// The files named by `--ledger`, in order (empty when none).
+std::vector<fs::path> ledger_files(const po::variables_map& vm);
+
 /// The merged ledgers named by `--ledger`, or nullopt when none was named. A ledger that does
 /// not read prints its diagnostics and throws LedgerLoadFailed (exit 2: a file failed to load).
 std::optional<EvidenceLedger> load_ledgers(const po::variables_map& vm, Context& ctx);

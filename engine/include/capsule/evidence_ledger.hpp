@@ -112,6 +112,11 @@ struct LedgerRejection {
   LedgerVerdict verdict;
 };
 
+/// The verdict of every ledger-backed obligation of `kernels` (distinct capsules, in plan order,
+/// shape→vjp), passed or not; NotLedgerEvidence obligations are left out.
+std::vector<LedgerRejection> ledger_verdicts(const EvidenceLedger& ledger, const EnvironmentFingerprint& here,
+                                             std::span<const PlannedKernel> kernels);
+
 /// Every ledger-backed obligation of `kernels` (distinct capsules, in plan order, shape→vjp) that
 /// is not Passed.
 std::vector<LedgerRejection> ledger_rejections(const EvidenceLedger& ledger, const EnvironmentFingerprint& here,
