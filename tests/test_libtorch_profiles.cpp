@@ -85,7 +85,8 @@ TEST_SUITE("libtorch.profiles") {
     CHECK_FALSE(has(lint.err + lint.out, "error["));
     const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
     CHECK(run.status != 0);
-    CHECK(has(run.err, "libtorch"));
+    CHECK(has(run.err, "error[no-handler]"));
+    CHECK(has(run.err, "(libtorch/cpu), but no matching executable handler is linked"));
     CHECK_FALSE(has(run.out, "step 1/"));
     CHECK_FALSE(has(run.out, "-> reference.matmul"));
   }
