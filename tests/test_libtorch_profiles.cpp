@@ -1,16 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The libtorch_cpu profile and the libtorch-cpu catalog in every build: checked_cpu never selects
-// a LibTorch capsule (even when a profile edit loads the module), libtorch_cpu trains the MLP with
-// LibTorch capsules where the provider is built, and fails at bind (never falling back to the
-// reference) where it is not.
+// a LibTorch capsule (even when a profile edit loads the module), and a CLI that links no LibTorch
+// handlers (this binary's, in every build) fails libtorch_cpu at bind, never falling back to the
+// reference. tests/libtorch/test_libtorch_run.cpp runs the same profile with the provider.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#if defined(CAPSULE_HAVE_LIBTORCH)
-#include "capsule/handlers/libtorch.hpp"
-#endif
 #include "test_support.hpp"
 
 using capsule::testing::CliRun;
@@ -66,21 +63,7 @@ TEST_SUITE("libtorch.profiles") {
     CHECK_FALSE(has(plan.out, "provider=reference"));
   }
 
-#if defined(CAPSULE_HAVE_LIBTORCH)
-  TEST_CASE("capsule run mlp_regression --profile libtorch_cpu trains on LibTorch capsules") {
-    capsule::set_libtorch_threads(1);
-    const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
-    REQUIRE(run.status == 0);
-    CHECK(has(run.out, "(falling)"));
-    CHECK(has(run.out, "matmul -> libtorch.matmul (libtorch/cpu, checked, vjp=torchlean-tape): 400 forward"));
-    CHECK(has(run.out, "relu -> libtorch.relu (libtorch/cpu, checked, vjp=torchlean-tape): 200 forward"));
-    CHECK(has(run.out, "mse_loss -> libtorch.mse_loss"));
-    CHECK_FALSE(has(run.out, "-> reference."));
-    CHECK(has(run.out, "provider.libtorch.sha256 "));
-    CHECK(has(run.out, "provider.libtorch.version LibTorch "));
-  }
-#else
-  TEST_CASE("without the LibTorch provider, libtorch_cpu loads and its run fails at bind, never falling back") {
+  TEST_CASE("without LibTorch handlers linked, libtorch_cpu loads and its run fails at bind, never falling back") {
     const CliRun lint = shipped_cli({"lint"});
     CHECK_FALSE(has(lint.err + lint.out, "error["));
     const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
@@ -90,5 +73,4 @@ TEST_SUITE("libtorch.profiles") {
     CHECK_FALSE(has(run.out, "step 1/"));
     CHECK_FALSE(has(run.out, "-> reference.matmul"));
   }
-#endif
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The compiled handlers this binary links, registered by explicit calls: the reference handlers
-// always, the LibTorch ones when the build has them (CAPSULE_HAVE_LIBTORCH, set on this target
-// only; the engine never sees LibTorch).
+// The compiled handlers this program links, registered by explicit calls: the reference handlers
+// always, the LibTorch ones in the handler set built with CAPSULE_HAVE_LIBTORCH (defined on that
+// library only; the engine never sees LibTorch). capsule_cli calls this and each program links
+// one handler set that defines it (tools/cli/CMakeLists.txt).
 #pragma once
 
 #include "capsule/runtime/handler.hpp"
