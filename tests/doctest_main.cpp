@@ -2,6 +2,8 @@
 // doctest's runner, plus modes for the evidence manifest and ledger (suite_coverage.hpp,
 // ledger_recorder.hpp):
 //   --evidence-manifest  prints the manifest of every suite and the cases it declares
+//   --merge-manifest FILE  (with --evidence-manifest) adds the suites of another test binary's
+//                        manifest, so one file lists the suites of every test binary
 //   --verify-coverage    runs every declaring suite and fails when a declaration does not match
 //                        what the suite's test cases ran
 //   --ledger FILE        (with --verify-coverage, or alone) also records every check of those
@@ -30,7 +32,7 @@
 
 namespace {
 
-int print_manifest() {
+int print_manifest(const std::optional<std::string>& merge_with) {
   std::vector<const char*> args{"capsule_tests", "--list-test-suites", "--reporters=capsule-manifest"};
   doctest::Context context(static_cast<int>(args.size()), args.data());
   const int status = context.run();
@@ -40,7 +42,17 @@ int print_manifest() {
     std::cerr << "capsule_tests --evidence-manifest: doctest listed no test suites\n";
     return 1;
   }
-  std::cout << capsule::write_evidence_manifest(capsule::testing::declared_manifest(suites));
+  capsule::EvidenceManifest manifest = capsule::testing::declared_manifest(suites);
+  if (merge_with) {
+    auto other = capsule::read_evidence_manifest(*merge_with);
+    if (!other) {
+      for (const capsule::Diagnostic& d : other.error()) std::cerr << d.message << "\n";
+      return 1;
+    }
+    for (capsule::EvidenceSource& source : other->sources) manifest.sources.push_back(std::move(source));
+    manifest.normalise();
+  }
+  std::cout << capsule::write_evidence_manifest(manifest);
   return std::cout.good() ? 0 : 1;
 }
 
@@ -104,6 +116,7 @@ int main(int argc, char** argv) {
   bool manifest = false;
   bool verify = false;
   std::optional<std::string> ledger;
+  std::optional<std::string> merge_manifest;
   std::vector<const char*> rest;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view text(args[i]);
@@ -112,7 +125,7 @@ int main(int argc, char** argv) {
       manifest = true;
     } else if (text == "--verify-coverage") {
       verify = true;
-    } else if (text == "--ledger" || text == "--tamper-op") {
+    } else if (text == "--ledger" || text == "--tamper-op" || text == "--merge-manifest") {
       if (!has_value) {
         std::cerr << "capsule_tests: " << text << " needs a value\n";
         return 2;
@@ -120,6 +133,8 @@ int main(int argc, char** argv) {
       const std::string value = args[++i];
       if (text == "--ledger") {
         ledger = value;
+      } else if (text == "--merge-manifest") {
+        merge_manifest = value;
       } else if (auto problem = capsule::testing::tamper_reference_op(value)) {
         std::cerr << "capsule_tests --tamper-op: " << *problem << "\n";
         return 2;
@@ -128,7 +143,7 @@ int main(int argc, char** argv) {
       rest.push_back(args[i]);
     }
   }
-  if (manifest) return print_manifest();
+  if (manifest) return print_manifest(merge_manifest);
   if (verify || ledger) return verify_coverage(std::move(rest), ledger);
   doctest::Context context(static_cast<int>(rest.size()), rest.data());
   return context.run();

@@ -5,7 +5,8 @@
 #     "not run here";
 #  3. a suite made to fail (capsule_tests --tamper-op relu adds 1 to relu's first output) records
 #     the failure, and the gate and lint then reject reference.relu naming the failing test case.
-# Inputs: CAPSULE, TESTS, SOURCE_DIR, LEDGER, WORK_DIR.
+# Inputs: CAPSULE, TESTS, SOURCE_DIR, LEDGER, WORK_DIR; LIBTORCH_LEDGER where the build has the
+# LibTorch provider (its suites run in their own binary and write their own ledger run).
 foreach(var CAPSULE TESTS SOURCE_DIR LEDGER WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "ledger_check.cmake needs -D${var}=...")
@@ -36,6 +37,14 @@ if(NOT EXISTS "${LEDGER}")
   message(FATAL_ERROR "no ledger at ${LEDGER}: coverage.declarations_match_runs writes it")
 endif()
 
+set(ledgers --ledger "${LEDGER}")
+if(LIBTORCH_LEDGER)
+  if(NOT EXISTS "${LIBTORCH_LEDGER}")
+    message(FATAL_ERROR "no ledger at ${LIBTORCH_LEDGER}: coverage.libtorch_declarations_match_runs writes it")
+  endif()
+  list(APPEND ledgers --ledger "${LIBTORCH_LEDGER}")
+endif()
+
 # 1. Every reference capsule of checked_cpu has passing evidence on this build.
 expect_run(0 out "${CAPSULE}" check --profile checked_cpu --ledger "${LEDGER}")
 expect_text("${out}" "checking every op the profile's modules declare on cpu: 53 ops"
@@ -45,8 +54,14 @@ string(FIND "${out}" "ledger rejected" rejected_at)
 if(NOT rejected_at EQUAL -1)
   message(FATAL_ERROR "checked_cpu had a ledger rejection:\n${out}")
 endif()
-expect_run(0 out "${CAPSULE}" lint --ledger "${LEDGER}")
+expect_run(0 out "${CAPSULE}" lint ${ledgers})
 expect_text("${out}" "warning[evidence-not-run-here]: evidence of module `native-cuda` never passed on this build")
+
+# 1b. With the LibTorch provider, libtorch_cpu's LibTorch capsules passed their parity suites here.
+if(LIBTORCH_LEDGER)
+  expect_run(0 out "${CAPSULE}" check --profile libtorch_cpu ${ledgers})
+  expect_text("${out}" "libtorch.matmul value: passed:" "libtorch.matmul vjp: passed:" "checked: accepted")
+endif()
 
 # 2. Nothing on this GPU-less build ran a CUDA capsule.
 expect_run(1 out "${CAPSULE}" check --profile checked_cuda --ledger "${LEDGER}")

@@ -161,6 +161,9 @@ ScratchTree::ScratchTree(std::string_view name) {
   std::filesystem::create_directories(root_);
   std::filesystem::copy(source_dir() / "catalogs", catalogs());
   std::filesystem::copy(source_dir() / "profiles", profiles());
+  // The files the shipped catalogs' provenance names, so lint of the copy finds them.
+  std::filesystem::create_directories(root_ / "handlers/libtorch");
+  std::filesystem::copy(source_dir() / "handlers/libtorch/src", root_ / "handlers/libtorch/src");
 }
 
 ScratchTree::~ScratchTree() {

@@ -141,7 +141,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 4 modules, 111 capsules, 14 profiles: 0 errors, 3 warnings, 3 notes\n"));
+    CHECK(has(run.out, "lint: 5 modules, 143 capsules, 15 profiles: 0 errors, 4 warnings, 4 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -253,7 +253,7 @@ covers = []
     // Written once in [defaults], reported once: the other capsules are counted in a note.
     CHECK(count(run.out, "error[unknown-test-suite]") == 1);
     CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
-    CHECK(has(run.out, ": 1 errors, 3 warnings, 3 notes"));
+    CHECK(has(run.out, ": 1 errors, 4 warnings, 4 notes"));
   }
 
   TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
@@ -808,7 +808,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
-    CHECK(has(json.out, R"("errors":1,"warnings":3,"notes":3})"));
+    CHECK(has(json.out, R"("errors":1,"warnings":4,"notes":4})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
@@ -831,7 +831,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
     CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
-    CHECK(count(github.out, "\n") == 7);  // one command per finding
+    CHECK(count(github.out, "\n") == 9);  // one command per finding
   }
 
   TEST_CASE("github annotations escape percent signs and line breaks and property separators") {

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake make g++ clang libclang-rt-14-dev ccache
-          libtomlplusplus-dev libboost-program-options-dev doctest-dev libbenchmark-dev)
+          libtomlplusplus-dev libboost-program-options-dev doctest-dev libbenchmark-dev
+          libtorch-dev)
 # Node.js runs the schema checks (tools/schema-check, CTest label `schemas`); any node >= 18 on
 # PATH will do, Debian's otherwise.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

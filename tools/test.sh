@@ -18,7 +18,7 @@ JOBS="$jobs" bash tools/dev/sanitize.sh | tee -a "$log"
 
 echo "== bounded libFuzzer runs over the loaders: 20,000 short inputs, then 90 s of inputs up to 256 KiB; 200,000 runs of the JSON reader"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAPSULE_FUZZ=ON \
-  -DCAPSULE_BENCHMARKS=OFF >/dev/null
+  -DCAPSULE_BENCHMARKS=OFF -DCAPSULE_LIBTORCH=OFF >/dev/null
 cmake --build build-fuzz -j"$jobs" --target capsule_fuzz_loaders capsule_fuzz_json
 fuzz_log=$(mktemp)
 if ! (cd build-fuzz && ctest --output-on-failure -V -L fuzz) >"$fuzz_log" 2>&1; then

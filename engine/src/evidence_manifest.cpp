@@ -149,7 +149,7 @@ std::string write_evidence_manifest(const EvidenceManifest& manifest) {
   EvidenceManifest sorted = manifest;
   sorted.normalise();
   std::string out =
-      "# The evidence this build can show: every test suite of capsule_tests, and the\n"
+      "# The evidence this build can show: every test suite of its test binaries, and the\n"
       "# (op, provider, device, obligation) cases each declares it exercises. Written by the build\n"
       "# for `capsule lint`; format in docs/decisions.md, \"Evidence names\".\n";
   out += str("schema = ", kEvidenceManifestSchema, "\n");

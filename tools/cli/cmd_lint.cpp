@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "capsule/diag_format.hpp"
-#include "capsule/handlers/reference.hpp"
 #include "capsule/lint.hpp"
+#include "linked_handlers.hpp"
 #include "data_dirs.hpp"
 #include "ledger_options.hpp"
 
@@ -166,7 +166,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   Diagnostics nothing = check_lint_scope(workspace, scope);
 
   HandlerRegistry registry;
-  if (auto registered = register_reference_handlers(registry); !registered) {
+  if (auto registered = register_linked_handlers(registry); !registered) {
     ctx.err << registered.error() << "\n";
     return kRejected;
   }

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "capsule/examples.hpp"
-#include "capsule/handlers/reference.hpp"
+#include "linked_handlers.hpp"
 
 namespace capsule::cli {
 namespace {
@@ -101,7 +101,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
 
   // Handlers are registered explicitly: the examples run whatever this binary links.
   HandlerRegistry handlers;
-  if (auto registered = register_reference_handlers(handlers); !registered) {
+  if (auto registered = register_linked_handlers(handlers); !registered) {
     ctx.err << registered.error() << "\n";
     return kRejected;
   }

@@ -16,7 +16,7 @@ build="${BUILD_DIR:-build-asan}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 jobs="${JOBS:-2}"
 
-configure=(-S "$root" -B "$build" -DCAPSULE_SANITIZE=ON -DCAPSULE_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+configure=(-S "$root" -B "$build" -DCAPSULE_SANITIZE=ON -DCAPSULE_BENCHMARKS=OFF -DCAPSULE_LIBTORCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [[ -n "${CXX:-}" ]]; then configure+=("-DCMAKE_CXX_COMPILER=$CXX"); fi
 # shellcheck disable=SC2206  # CMAKE_ARGS is a space-separated list on purpose
 if [[ -n "${CMAKE_ARGS:-}" ]]; then configure+=($CMAKE_ARGS); fi

@@ -1,7 +1,7 @@
 # Writes build_identity.cpp: the build entries of the environment fingerprint. Run by the
 # capsule_build_info_generate target at every build; OUTPUT is replaced only when its content
 # changes. Inputs (-D): SOURCE_DIR, GIT, OUTPUT, VERSION, BUILD_TYPE, COMPILER, FLAGS,
-# REFERENCE_LIBRARY.
+# REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built.
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
@@ -60,6 +60,14 @@ set(entries
   "provider.reference.library" "${reference_file}"
   "provider.reference.sha256" "${reference_sha256}"
   "provider.reference.version" "capsule ${VERSION}")
+if(LIBTORCH_LIBRARY)
+  file(SHA256 "${LIBTORCH_LIBRARY}" libtorch_sha256)
+  get_filename_component(libtorch_file "${LIBTORCH_LIBRARY}" NAME)
+  list(APPEND entries
+    "provider.libtorch.library" "${libtorch_file}"
+    "provider.libtorch.sha256" "${libtorch_sha256}"
+    "provider.libtorch.version" "LibTorch ${LIBTORCH_VERSION}")
+endif()
 set(body "")
 list(LENGTH entries count)
 math(EXPR last "${count} - 1")

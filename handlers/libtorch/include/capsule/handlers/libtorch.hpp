@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LibTorch CPU handlers (provider libtorch, device cpu): each op calls ATen on our storage,
+// inputs through at::from_blob and outputs allocated by us and written by ATen's `*_out`
+// variants, with the semantics of capsule/runtime/op_args.hpp and docs/special-values.md.
+// This header includes no LibTorch header, so programs that register handlers stay free of ATen.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "capsule/runtime/handler.hpp"
+
+namespace capsule {
+
+/// The runtime guards every LibTorch handler enforces. These are the exact names the
+/// `libtorch-cpu` catalog's runtime-guard evidence uses.
+inline constexpr std::string_view kLibTorchShapeGuard = "libtorch operand shape checks";
+inline constexpr std::string_view kLibTorchLayoutGuard = "libtorch from_blob and out-buffer checks";
+
+/// Registers every LibTorch CPU handler. Fails, naming both sites, if one is already registered.
+RuntimeStatus register_libtorch_handlers(HandlerRegistry& registry);
+
+/// Pins ATen's intra-op thread pool (tests and CTest runs use 1, so `ctest -j2` does not
+/// oversubscribe two cores).
+void set_libtorch_threads(int threads);
+
+/// The LibTorch version the handlers were compiled against, e.g. "1.13.0".
+std::string libtorch_version();
+
+/// How many times `op`'s LibTorch handler converted one of our tensors into another dtype for
+/// ATen (a mask to kBool, indices to kLong). Every such copy is counted here; no handler copies
+/// an input anywhere else.
+std::uint64_t libtorch_conversion_copies(Op op);
+
+}  // namespace capsule

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "boundary.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <array>
+#include <atomic>
+
+namespace capsule::libtorch {
+namespace {
+
+std::array<std::atomic<std::uint64_t>, kOpCount>& conversion_counters() {
+  static std::array<std::atomic<std::uint64_t>, kOpCount> counters{};
+  return counters;
+}
+
+std::vector<std::int64_t> dims_of(const Tensor& t) { return t.shape().to_vector(); }
+
+at::Tensor wrap(void* data, const Tensor& t) {
+  return at::from_blob(data, dims_of(t), at::TensorOptions().dtype(aten_dtype(t.dtype())).device(at::kCPU));
+}
+
+}  // namespace
+
+c10::ScalarType aten_dtype(DType dtype) { return dtype == DType::F32 ? at::kFloat : at::kDouble; }
+
+at::Tensor view_input(const Tensor& t) {
+  // from_blob takes a mutable pointer; ATen only reads inputs (the boundary test checks every
+  // handler leaves them bitwise unchanged).
+  const void* data = t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
+                                             : static_cast<const void*>(t.data<double>());
+  return wrap(const_cast<void*>(data), t);
+}
+
+at::Tensor view_output(Tensor& t) {
+  void* data = t.dtype() == DType::F32 ? static_cast<void*>(t.mutable_data<float>())
+                                       : static_cast<void*>(t.mutable_data<double>());
+  return wrap(data, t);
+}
+
+RuntimeStatus expect_written(std::string_view op, const at::Tensor& aten, const Tensor& ours) {
+  const void* mine = ours.dtype() == DType::F32 ? static_cast<const void*>(ours.data<float>())
+                                                : static_cast<const void*>(ours.data<double>());
+  const std::vector<std::int64_t> want = dims_of(ours);
+  const bool same_shape = aten.sizes().vec() == want;
+  // An empty tensor has no elements to adopt, and ATen reports a null data pointer for it.
+  const bool same_buffer = ours.numel() == 0 || aten.data_ptr() == mine;
+  if (!same_buffer || !same_shape || !aten.is_contiguous()) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("LibTorch ", op, ": ATen did not write the output in place (shape ", to_string(ours.shape()),
+                             "); refusing its buffer"));
+  }
+  return std::monostate{};
+}
+
+RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min, std::size_t max) {
+  if (inputs.size() < min || inputs.size() > max) {
+    const std::string expected = min == max ? std::to_string(min) : str(min, "..", max);
+    return runtime_error(RuntimeCode::InvalidArgument, str(op, ": got ", inputs.size(), " inputs; expected ", expected));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      if (i < min) {
+        return runtime_error(RuntimeCode::InvalidArgument, str(op, ": input ", i, " is undefined; expected a tensor"));
+      }
+      continue;
+    }
+    if (inputs[i].device() != Device::Cpu) {
+      return runtime_error(RuntimeCode::DeviceUnavailable,
+                           str(op, ": input ", i, " lives on device `", to_string(inputs[i].device()),
+                               "`; the LibTorch CPU handler expects device `cpu`"));
+    }
+  }
+  return expect_same_dtype(op, inputs);
+}
+
+RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad) {
+  if (!output.defined() || !grad.defined() || grad.device() != Device::Cpu) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(op, " backward: the forward output and its gradient must be defined CPU tensors"));
+  }
+  if (grad.shape() != output.shape()) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(op, " backward: output gradient has shape ", to_string(grad.shape()),
+                             "; expected the output's shape ", to_string(output.shape())));
+  }
+  if (!inputs.empty() && grad.dtype() != inputs.front().dtype()) {
+    return runtime_error(RuntimeCode::DTypeMismatch,
+                         str(op, " backward: output gradient is ", to_string(grad.dtype()), "; expected the inputs' ",
+                             to_string(inputs.front().dtype())));
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> new_tensor(std::span<const std::int64_t> dims, DType dtype) {
+  CAPSULE_TRY(Shape shape, Shape::make(dims));
+  return Tensor::empty(shape, dtype);
+}
+
+RuntimeResult<Tensor> new_like(const Tensor& like) { return Tensor::empty(like.shape(), like.dtype()); }
+
+RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype) {
+  const std::vector<std::int64_t> dims = result.sizes().vec();
+  return write_new(op, dims, dtype, [&](at::Tensor& out) { out.copy_(result); });
+}
+
+Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
+  std::string_view line = what.substr(0, what.find('\n'));
+  if (line.size() > 300) line = line.substr(0, 300);
+  return runtime_error(RuntimeCode::InvalidArgument, str("LibTorch ", op, ": ATen rejected the call: ", line));
+}
+
+void count_conversion(Op op) { conversion_counters()[static_cast<std::size_t>(op)].fetch_add(1); }
+
+HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
+  HandlerSpec spec;
+  spec.name = str("LibTorch CPU ", to_string(op));
+  spec.op = op;
+  spec.provider = Provider::Libtorch;
+  spec.device = Device::Cpu;
+  spec.layouts = {Layout::CanonicalTensor, Layout::FlatRowMajor};
+  spec.guards = {std::string(kLibTorchShapeGuard), std::string(kLibTorchLayoutGuard)};
+  spec.forward = forward;
+  spec.backward = backward;
+  spec.backend_vjp = false;  // the libtorch_cpu profile lets our tape own every VJP
+  return spec;
+}
+
+}  // namespace capsule::libtorch
+
+namespace capsule {
+
+RuntimeStatus register_libtorch_handlers(HandlerRegistry& registry) {
+  CAPSULE_CHECK(libtorch::register_pointwise_handlers(registry));
+  CAPSULE_CHECK(libtorch::register_nn_handlers(registry));
+  return std::monostate{};
+}
+
+void set_libtorch_threads(int threads) { at::set_num_threads(threads); }
+
+std::string libtorch_version() { return TORCH_VERSION; }
+
+std::uint64_t libtorch_conversion_copies(Op op) {
+  return libtorch::conversion_counters()[static_cast<std::size_t>(op)].load();
+}
+
+}  // namespace capsule

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// The boundary between our tensors and ATen's. Inputs are wrapped with at::from_blob over our
+// (immutable) storage: no copy, and ATen never owns or frees it. Outputs are allocated by us
+// (Tensor::empty) and wrapped the same way; from_blob storage cannot be resized, so an ATen call
+// that tried to reallocate an output throws instead of silently handing back its own buffer, and
+// `expect_written` checks the pointer afterwards as well. View results (permute, expand, slice)
+// are never returned: they are copied into one of our contiguous outputs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/handlers/libtorch.hpp"
+#include "capsule/text.hpp"
+
+namespace capsule::libtorch {
+
+using Inputs = std::span<const Tensor>;
+using Grads = RuntimeResult<std::vector<Tensor>>;
+
+/// ATen's scalar type for one of ours.
+c10::ScalarType aten_dtype(DType dtype);
+
+/// A CPU ATen tensor over `t`'s elements (no copy). ATen reads it only: our handlers never pass
+/// an input as an `out` argument.
+at::Tensor view_input(const Tensor& t);
+/// A CPU ATen tensor over `t`'s elements, which the handler writes.
+at::Tensor view_output(Tensor& t);
+
+/// Fails unless ATen left `aten` on `ours`' buffer with `ours`' shape.
+RuntimeStatus expect_written(std::string_view op, const at::Tensor& aten, const Tensor& ours);
+
+/// Checks min..max inputs; the first `min` must be defined; every defined one on the CPU; one
+/// dtype throughout.
+RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min, std::size_t max);
+/// A backward kernel's output gradient: defined, CPU, the output's shape and the inputs' dtype.
+RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad);
+
+/// A fresh output of `dims` and `dtype`.
+RuntimeResult<Tensor> new_tensor(std::span<const std::int64_t> dims, DType dtype);
+RuntimeResult<Tensor> new_like(const Tensor& like);
+
+/// Allocates an output shaped like `shape_of`, wraps it, lets `write` fill it through ATen, and
+/// checks that ATen wrote in place.
+template <class Write>
+RuntimeResult<Tensor> write_like(std::string_view op, const Tensor& shape_of, Write&& write) {
+  CAPSULE_TRY(Tensor out, new_like(shape_of));
+  at::Tensor view = view_output(out);
+  write(view);
+  CAPSULE_CHECK(expect_written(op, view, out));
+  return out;
+}
+
+/// Same, for an output of explicit dims.
+template <class Write>
+RuntimeResult<Tensor> write_new(std::string_view op, std::span<const std::int64_t> dims, DType dtype, Write&& write) {
+  CAPSULE_TRY(Tensor out, new_tensor(dims, dtype));
+  at::Tensor view = view_output(out);
+  write(view);
+  CAPSULE_CHECK(expect_written(op, view, out));
+  return out;
+}
+
+/// Copies an ATen result (a view or an ATen-allocated intermediate) into a fresh output of ours.
+RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype);
+
+/// The error for an exception ATen threw inside `op`'s handler: its first message line only
+/// (never a backtrace), so a report stays one line per problem.
+Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what);
+
+/// Runs `body` with autograd off (forward and adjoint kernels are plain computations; our tape
+/// owns the backward) and turns an ATen exception into a runtime error naming the op.
+template <class Body>
+auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
+  try {
+    c10::NoGradGuard no_grad;
+    return body();
+  } catch (const c10::Error& e) {
+    return aten_failure(op, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return aten_failure(op, e.what());
+  }
+}
+
+/// Counts one dtype conversion of an input of `op` (libtorch_conversion_copies).
+void count_conversion(Op op);
+
+/// The handler description every LibTorch CPU handler registers with.
+HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
+
+/// Each kernel family registers its own handlers; register_libtorch_handlers calls them all.
+RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry);  // kernels_pointwise.cpp
+RuntimeStatus register_nn_handlers(HandlerRegistry& registry);         // kernels_nn.cpp
+
+}  // namespace capsule::libtorch

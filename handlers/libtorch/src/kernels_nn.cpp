@@ -1,0 +1,506 @@
+// SPDX-License-Identifier: Apache-2.0
+// LibTorch kernels of the products, losses, windows (conv, max_pool) and shape ops, forward and
+// local adjoint, with the conventions of capsule/runtime/op_args.hpp. View results of ATen
+// (permute, expand, transpose) never leave a handler: they are copied into our contiguous
+// outputs. Operand ranks and payload lists are checked here; ATen checks the rest and its
+// message is reported as the handler's error.
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/max_pool2d_with_indices_backward.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mse_loss.h>
+#include <ATen/ops/mse_loss_backward.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+
+#include <ATen/core/Reduction.h>
+
+#include <numeric>
+
+#include "boundary.hpp"
+
+namespace capsule::libtorch {
+namespace {
+
+Failure<RuntimeError> shape_error(Op op, const std::string& what) {
+  return runtime_error(RuntimeCode::ShapeMismatch, str(to_string(op), ": ", what));
+}
+
+/// `[2, 3]` for payload dims that need not form a valid Shape.
+std::string quoted_dims(const std::vector<std::int64_t>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1, -2); }
+
+// ---------------------------------------------------------------------------------------------
+// matmul (a [.., m, k], b [.., k, n]) with equal leading dims.
+
+RuntimeStatus expect_matmul(Inputs inputs) {
+  CAPSULE_CHECK(expect_inputs("matmul", inputs, 2, 2));
+  const Tensor& a = inputs[0];
+  const Tensor& b = inputs[1];
+  if (a.rank() < 2 || a.rank() != b.rank()) {
+    return shape_error(Op::Matmul, str("operands have shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+                                       "; expected equal ranks >= 2"));
+  }
+  bool same_batch = true;
+  for (std::size_t d = 0; d + 2 < a.rank(); ++d) same_batch = same_batch && a.dim(d) == b.dim(d);
+  if (!same_batch || a.dim(a.rank() - 1) != b.dim(b.rank() - 2)) {
+    return shape_error(Op::Matmul, str("operands have shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+                                       "; expected [.., m, k] and [.., k, n] with equal leading dims"));
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> matmul_forward(Inputs inputs, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_matmul(inputs));
+  std::vector<std::int64_t> dims = inputs[0].shape().to_vector();
+  dims.back() = inputs[1].dim(inputs[1].rank() - 1);
+  return guarded("matmul", [&] {
+    return write_new("matmul", dims, inputs[0].dtype(), [&](at::Tensor& out) {
+      at::matmul_out(out, view_input(inputs[0]), view_input(inputs[1]));
+    });
+  });
+}
+
+Grads matmul_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_matmul(inputs));
+  CAPSULE_CHECK(expect_grad("matmul", inputs, output, grad));
+  return guarded("matmul", [&]() -> Grads {
+    const at::Tensor a = view_input(inputs[0]);
+    const at::Tensor b = view_input(inputs[1]);
+    const at::Tensor g = view_input(grad);
+    CAPSULE_TRY(Tensor ga, write_like("matmul", inputs[0], [&](at::Tensor& out) {
+      at::matmul_out(out, g, last_two_swapped(b));
+    }));
+    CAPSULE_TRY(Tensor gb, write_like("matmul", inputs[1], [&](at::Tensor& out) {
+      at::matmul_out(out, last_two_swapped(a), g);
+    }));
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// linear (x [.., in], w [out, in], b [out]?): x·wᵀ + b, computed on x viewed as [rows, in].
+
+bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
+
+RuntimeStatus expect_linear(Inputs inputs) {
+  CAPSULE_CHECK(expect_inputs("linear", inputs, 2, 3));
+  const Tensor& x = inputs[0];
+  const Tensor& w = inputs[1];
+  if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
+    return shape_error(Op::Linear, str("x has shape ", to_string(x.shape()), " and w ", to_string(w.shape()),
+                                       "; expected x [.., in] and w [out, in]"));
+  }
+  if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
+    return shape_error(Op::Linear, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> linear_forward(Inputs inputs, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_linear(inputs));
+  const Tensor& x = inputs[0];
+  std::vector<std::int64_t> dims = x.shape().to_vector();
+  dims.back() = inputs[1].dim(0);
+  // rows of x: the product of its leading dims (computed from the dims, so in = 0 works).
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
+  return guarded("linear", [&]() -> RuntimeResult<Tensor> {
+    CAPSULE_TRY(Tensor out, new_tensor(dims, x.dtype()));
+    at::Tensor out2 = view_output(out).view({rows, inputs[1].dim(0)});
+    const at::Tensor x2 = view_input(x).view({rows, x.dim(x.rank() - 1)});
+    const at::Tensor wt = view_input(inputs[1]).t();
+    if (has_input(inputs, 2)) at::addmm_out(out2, view_input(inputs[2]), x2, wt);
+    else at::mm_out(out2, x2, wt);
+    CAPSULE_CHECK(expect_written("linear", out2.view(dims), out));
+    return out;
+  });
+}
+
+Grads linear_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_linear(inputs));
+  CAPSULE_CHECK(expect_grad("linear", inputs, output, grad));
+  const Tensor& x = inputs[0];
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
+  const std::int64_t in = x.dim(x.rank() - 1);
+  const std::int64_t outs = inputs[1].dim(0);
+  return guarded("linear", [&]() -> Grads {
+    const at::Tensor x2 = view_input(x).view({rows, in});
+    const at::Tensor w = view_input(inputs[1]);
+    const at::Tensor g2 = view_input(grad).view({rows, outs});
+    CAPSULE_TRY(Tensor gx, write_like("linear", x, [&](at::Tensor& out) {
+      at::Tensor out2 = out.view({rows, in});
+      at::mm_out(out2, g2, w);
+    }));
+    CAPSULE_TRY(Tensor gw, write_like("linear", inputs[1], [&](at::Tensor& out) { at::mm_out(out, g2.t(), x2); }));
+    std::vector<Tensor> grads{gx, gw};
+    if (has_input(inputs, 2)) {
+      CAPSULE_TRY(Tensor gb, write_like("linear", inputs[2], [&](at::Tensor& out) {
+        at::sum_out(out, g2, {0}, false);
+      }));
+      grads.push_back(gb);
+    } else if (inputs.size() == 3) {
+      grads.emplace_back();
+    }
+    return grads;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losses: mse_loss (pred, target) and cross_entropy (logits [n, c], target [n, c]), both means;
+// empty inputs are rejected (no 0/0), as the reference does.
+
+RuntimeStatus expect_loss(Op op, Inputs inputs) {
+  CAPSULE_CHECK(expect_inputs(to_string(op), inputs, 2, 2));
+  CAPSULE_CHECK(expect_same_shape(to_string(op), inputs[0], inputs[1]));
+  if (op == Op::CrossEntropy && inputs[0].rank() != 2) {
+    return shape_error(op, str("logits have shape ", to_string(inputs[0].shape()), "; expected [n, c]"));
+  }
+  if (inputs[0].numel() == 0) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(to_string(op), ": inputs of shape ", to_string(inputs[0].shape()),
+                             " are empty; the mean of no terms is undefined"));
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> mse_loss_forward(Inputs inputs, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_loss(Op::MseLoss, inputs));
+  return guarded("mse_loss", [&] {
+    // LibTorch 1.13's mse_loss_out resizes a reduced output to the input's shape first (and so
+    // fails on our fixed buffer): the scalar is computed by ATen and copied into ours.
+    return write_new("mse_loss", std::span<const std::int64_t>{}, inputs[0].dtype(), [&](at::Tensor& out) {
+      out.copy_(at::mse_loss(view_input(inputs[0]), view_input(inputs[1]), at::Reduction::Mean));
+    });
+  });
+}
+
+Grads mse_loss_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_loss(Op::MseLoss, inputs));
+  CAPSULE_CHECK(expect_grad("mse_loss", inputs, output, grad));
+  return guarded("mse_loss", [&]() -> Grads {
+    const at::Tensor p = view_input(inputs[0]);
+    const at::Tensor t = view_input(inputs[1]);
+    CAPSULE_TRY(Tensor gp, write_like("mse_loss", inputs[0], [&](at::Tensor& out) {
+      at::mse_loss_backward_out(out, view_input(grad), p, t, at::Reduction::Mean);
+    }));
+    CAPSULE_TRY(Tensor gt, write_like("mse_loss", inputs[1], [&](at::Tensor& out) { at::neg_out(out, view_input(gp)); }));
+    return std::vector<Tensor>{gp, gt};
+  });
+}
+
+RuntimeResult<Tensor> cross_entropy_forward(Inputs inputs, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_loss(Op::CrossEntropy, inputs));
+  const auto rows = static_cast<double>(inputs[0].dim(0));
+  return guarded("cross_entropy", [&] {
+    return write_new("cross_entropy", std::span<const std::int64_t>{}, inputs[0].dtype(), [&](at::Tensor& out) {
+      // −Σ target·log_softmax(logits) / n (soft targets, as LibTorch's probability-target form)
+      const at::Tensor terms = at::mul(view_input(inputs[1]), at::log_softmax(view_input(inputs[0]), 1));
+      at::div_out(out, at::neg(at::sum(terms)), rows);
+    });
+  });
+}
+
+Grads cross_entropy_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_loss(Op::CrossEntropy, inputs));
+  CAPSULE_CHECK(expect_grad("cross_entropy", inputs, output, grad));
+  const auto rows = static_cast<double>(inputs[0].dim(0));
+  return guarded("cross_entropy", [&]() -> Grads {
+    const at::Tensor z = view_input(inputs[0]);
+    const at::Tensor t = view_input(inputs[1]);
+    const at::Tensor scale = at::div(view_input(grad), rows);
+    // d/dz = (softmax(z)·Σ_j t_j − t)·g/n; d/dt = −log_softmax(z)·g/n
+    CAPSULE_TRY(Tensor gz, write_like("cross_entropy", inputs[0], [&](at::Tensor& out) {
+      const at::Tensor mass = at::sum(t, {1}, true);
+      at::mul_out(out, at::sub(at::mul(at::softmax(z, 1), mass), t), scale);
+    }));
+    CAPSULE_TRY(Tensor gt, write_like("cross_entropy", inputs[1], [&](at::Tensor& out) {
+      at::mul_out(out, at::neg(at::log_softmax(z, 1)), scale);
+    }));
+    return std::vector<Tensor>{gz, gt};
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Windows: conv (x [n, c, l] | [n, c, h, w], w [o, c/groups, k..], bias [o]?) and max_pool.
+// A 1-D tensor runs as a 2-D one of height 1, as in the reference.
+
+/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
+/// prepended for 1-D inputs (`lead` for them).
+RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
+                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
+  if (!given.empty() && given.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
+                                                           " entries; expected ", spatial, " (one per spatial dim) or none"));
+  }
+  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
+  if (spatial == 1) values.insert(values.begin(), lead);
+  return values;
+}
+
+struct Window {
+  bool one_d = false;
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+};
+
+at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
+at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
+
+RuntimeResult<Window> conv_window(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("conv", inputs, 2, 3));
+  const Tensor& x = inputs[0];
+  const Tensor& w = inputs[1];
+  if ((x.rank() != 3 && x.rank() != 4) || w.rank() != x.rank()) {
+    return shape_error(Op::Conv, str("x has shape ", to_string(x.shape()), " and w ", to_string(w.shape()),
+                                     "; expected [n, c, l] or [n, c, h, w] and a weight of the same rank"));
+  }
+  if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
+    return shape_error(Op::Conv, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
+  }
+  if (attrs.groups < 1) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("conv: groups is ", attrs.groups, "; expected >= 1"));
+  }
+  Window win;
+  const std::size_t spatial = x.rank() - 2;
+  win.one_d = spatial == 1;
+  CAPSULE_TRY(win.stride, per_axis(Op::Conv, "stride", attrs.stride, spatial, 1, 1));
+  CAPSULE_TRY(win.padding, per_axis(Op::Conv, "padding", attrs.padding, spatial, 0, 0));
+  CAPSULE_TRY(win.dilation, per_axis(Op::Conv, "dilation", attrs.dilation, spatial, 1, 1));
+  return win;
+}
+
+RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, conv_window(inputs, attrs));
+  return guarded("conv", [&] {
+    const at::Tensor bias = has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor();
+    const at::Tensor y = at::convolution(as_2d(view_input(inputs[0]), win.one_d), as_2d(view_input(inputs[1]), win.one_d),
+                                         bias, win.stride, win.padding, win.dilation, false, {0, 0}, attrs.groups);
+    // ATen's CPU convolution has no kernel that writes a caller's buffer: the result is copied
+    // once into ours (docs/libtorch.md).
+    return copy_out("conv", from_2d(y, win.one_d), inputs[0].dtype());
+  });
+}
+
+Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, conv_window(inputs, attrs));
+  CAPSULE_CHECK(expect_grad("conv", inputs, output, grad));
+  const bool with_bias = has_input(inputs, 2);
+  return guarded("conv", [&]() -> Grads {
+    const at::Tensor w = as_2d(view_input(inputs[1]), win.one_d);
+    std::vector<std::int64_t> bias_sizes{inputs[1].dim(0)};
+    auto [gx, gw, gb] = at::convolution_backward(as_2d(view_input(grad), win.one_d),
+                                                 as_2d(view_input(inputs[0]), win.one_d), w,
+                                                 with_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                                 win.stride, win.padding, win.dilation, false, {0, 0}, attrs.groups,
+                                                 {true, true, with_bias});
+    CAPSULE_TRY(Tensor dx, copy_out("conv", from_2d(gx, win.one_d), grad.dtype()));
+    CAPSULE_TRY(Tensor dw, copy_out("conv", from_2d(gw, win.one_d), grad.dtype()));
+    std::vector<Tensor> grads{dx, dw};
+    if (with_bias) {
+      CAPSULE_TRY(Tensor db, copy_out("conv", gb, grad.dtype()));
+      grads.push_back(db);
+    } else if (inputs.size() == 3) {
+      grads.emplace_back();
+    }
+    return grads;
+  });
+}
+
+RuntimeResult<Window> pool_window(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("max_pool", inputs, 1, 1));
+  const Tensor& x = inputs[0];
+  if (x.rank() != 3 && x.rank() != 4) {
+    return shape_error(Op::MaxPool, str("x has shape ", to_string(x.shape()), "; expected [n, c, l] or [n, c, h, w]"));
+  }
+  const std::size_t spatial = x.rank() - 2;
+  if (attrs.kernel.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("max_pool: kernel has ", attrs.kernel.size(),
+                                                           " entries; expected ", spatial));
+  }
+  Window win;
+  win.one_d = spatial == 1;
+  CAPSULE_TRY(win.kernel, per_axis(Op::MaxPool, "kernel", attrs.kernel, spatial, 1, 1));
+  CAPSULE_TRY(win.stride, per_axis(Op::MaxPool, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
+  CAPSULE_TRY(win.padding, per_axis(Op::MaxPool, "padding", attrs.padding, spatial, 0, 0));
+  win.dilation = {1, 1};
+  return win;
+}
+
+RuntimeResult<Tensor> max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(inputs, attrs));
+  return guarded("max_pool", [&] {
+    auto [y, indices] = at::max_pool2d_with_indices(as_2d(view_input(inputs[0]), win.one_d), win.kernel, win.stride,
+                                                    win.padding, win.dilation, false);
+    return copy_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype());
+  });
+}
+
+Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(inputs, attrs));
+  CAPSULE_CHECK(expect_grad("max_pool", inputs, output, grad));
+  return guarded("max_pool", [&]() -> Grads {
+    const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
+    // The backward kernel receives no forward state, so the argmax indices are recomputed.
+    auto [y, indices] = at::max_pool2d_with_indices(x, win.kernel, win.stride, win.padding, win.dilation, false);
+    CAPSULE_TRY(Tensor gx, write_like("max_pool", inputs[0], [&](at::Tensor& out) {
+      at::Tensor out2 = as_2d(out, win.one_d);
+      at::max_pool2d_with_indices_backward_out(out2, as_2d(view_input(grad), win.one_d), x,
+                                               win.kernel, win.stride, win.padding, win.dilation, false, indices);
+    }));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape ops: reshape, permute, broadcast. Their results are ATen views; each is copied into a
+// fresh contiguous output of ours (the reference's reshape shares storage instead; the values
+// are the same).
+
+RuntimeResult<std::vector<std::int64_t>> reshape_dims(const Tensor& x, const OpAttrs& attrs) {
+  std::vector<std::int64_t> dims = attrs.shape;
+  std::int64_t known = 1;
+  std::size_t wildcard = dims.size();
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == -1 && wildcard == dims.size()) wildcard = d;
+    else if (dims[d] < 0) return shape_error(Op::Reshape, str("target dim ", dims[d], " is negative"));
+    else {
+      CAPSULE_TRY(known, checked_mul("reshape target", known, dims[d]));
+    }
+  }
+  if (wildcard < dims.size()) {
+    if (known == 0 || x.numel() % known != 0) {
+      return shape_error(Op::Reshape, str("cannot infer -1 for ", x.numel(), " elements from shape ", quoted_dims(dims)));
+    }
+    dims[wildcard] = x.numel() / known;
+  } else if (known != x.numel()) {
+    return shape_error(Op::Reshape, str("target has ", known, " elements; the input has ", x.numel()));
+  }
+  return dims;
+}
+
+RuntimeResult<Tensor> reshape_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("reshape", inputs, 1, 1));
+  CAPSULE_TRY(std::vector<std::int64_t> dims, reshape_dims(inputs[0], attrs));
+  return guarded("reshape", [&] { return copy_out("reshape", view_input(inputs[0]).reshape(dims), inputs[0].dtype()); });
+}
+
+Grads reshape_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
+  CAPSULE_CHECK(expect_inputs("reshape", inputs, 1, 1));
+  CAPSULE_CHECK(expect_grad("reshape", inputs, output, grad));
+  const std::vector<std::int64_t> dims = inputs[0].shape().to_vector();
+  return guarded("reshape", [&]() -> Grads {
+    CAPSULE_TRY(Tensor gx, copy_out("reshape", view_input(grad).reshape(dims), grad.dtype()));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+RuntimeStatus expect_permutation(const Tensor& x, const OpAttrs& attrs) {
+  std::vector<bool> seen(x.rank(), false);
+  if (attrs.axes.size() != x.rank()) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("permute: axes has ", attrs.axes.size(),
+                                                           " entries; expected ", x.rank()));
+  }
+  for (const std::int64_t a : attrs.axes) {
+    CAPSULE_TRY(std::size_t axis, normalize_axis("permute", a, x.rank()));
+    if (seen[axis]) return runtime_error(RuntimeCode::InvalidArgument, str("permute: axis ", a, " is repeated"));
+    seen[axis] = true;
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> permute_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("permute", inputs, 1, 1));
+  CAPSULE_CHECK(expect_permutation(inputs[0], attrs));
+  return guarded("permute", [&] { return copy_out("permute", view_input(inputs[0]).permute(attrs.axes), inputs[0].dtype()); });
+}
+
+Grads permute_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("permute", inputs, 1, 1));
+  CAPSULE_CHECK(expect_permutation(inputs[0], attrs));
+  CAPSULE_CHECK(expect_grad("permute", inputs, output, grad));
+  const std::size_t rank = inputs[0].rank();
+  std::vector<std::int64_t> inverse(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::int64_t a = attrs.axes[d] < 0 ? attrs.axes[d] + static_cast<std::int64_t>(rank) : attrs.axes[d];
+    inverse[static_cast<std::size_t>(a)] = static_cast<std::int64_t>(d);
+  }
+  return guarded("permute", [&]() -> Grads {
+    CAPSULE_TRY(Tensor gx, copy_out("permute", view_input(grad).permute(inverse), grad.dtype()));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+/// numpy rules, x aligned right: each dim of x is 1 or equal to the target's.
+RuntimeStatus expect_broadcast(const Tensor& x, const OpAttrs& attrs) {
+  bool fits = x.rank() <= attrs.shape.size();
+  for (std::size_t d = 0; fits && d < x.rank(); ++d) {
+    const std::int64_t target = attrs.shape[attrs.shape.size() - x.rank() + d];
+    fits = x.dim(d) == 1 || x.dim(d) == target;
+  }
+  for (const std::int64_t t : attrs.shape) fits = fits && t >= 0;
+  if (!fits) {
+    return shape_error(Op::Broadcast, str("cannot broadcast ", to_string(x.shape()), " to ", quoted_dims(attrs.shape)));
+  }
+  return std::monostate{};
+}
+
+RuntimeResult<Tensor> broadcast_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("broadcast", inputs, 1, 1));
+  CAPSULE_CHECK(expect_broadcast(inputs[0], attrs));
+  return guarded("broadcast", [&] {
+    return write_new("broadcast", attrs.shape, inputs[0].dtype(), [&](at::Tensor& out) {
+      out.copy_(view_input(inputs[0]).expand(attrs.shape));
+    });
+  });
+}
+
+Grads broadcast_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_CHECK(expect_inputs("broadcast", inputs, 1, 1));
+  CAPSULE_CHECK(expect_broadcast(inputs[0], attrs));
+  CAPSULE_CHECK(expect_grad("broadcast", inputs, output, grad));
+  const Tensor& x = inputs[0];
+  const std::size_t lead = attrs.shape.size() - x.rank();
+  std::vector<std::int64_t> summed;
+  for (std::size_t d = 0; d < attrs.shape.size(); ++d) {
+    if (d < lead || (x.dim(d - lead) == 1 && attrs.shape[d] != 1)) summed.push_back(static_cast<std::int64_t>(d));
+  }
+  return guarded("broadcast", [&]() -> Grads {
+    const at::Tensor g = view_input(grad);
+    const at::Tensor reduced = summed.empty() ? g : at::sum(g, summed, true);
+    CAPSULE_TRY(Tensor gx, write_like("broadcast", x, [&](at::Tensor& out) {
+      out.copy_(reduced.reshape(out.sizes()));
+    }));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace
+
+RuntimeStatus register_nn_handlers(HandlerRegistry& registry) {
+  CAPSULE_CHECK(registry.add(spec_for(Op::Matmul, matmul_forward, matmul_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Linear, linear_forward, linear_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::MseLoss, mse_loss_forward, mse_loss_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::CrossEntropy, cross_entropy_forward, cross_entropy_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Conv, conv_forward, conv_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::MaxPool, max_pool_forward, max_pool_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Reshape, reshape_forward, reshape_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Permute, permute_forward, permute_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Broadcast, broadcast_forward, broadcast_backward)));
+  return std::monostate{};
+}
+
+}  // namespace capsule::libtorch

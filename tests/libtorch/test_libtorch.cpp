@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LibTorch CPU provider's parity suites (libtorch.values, libtorch.vjps) and its boundary
+// tests. Every LibTorch handler is compared with the reference handler of its op, forward and
+// local adjoint, on random inputs of both dtypes, broadcasting and size-0/1 edge cases and the
+// special-value classes of docs/special-values.md, under the per-op bounds of docs/libtorch.md.
+// Built only when the LibTorch provider is (CAPSULE_HAVE_LIBTORCH).
+#if defined(CAPSULE_HAVE_LIBTORCH)
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "capsule/handlers/libtorch.hpp"
+#include "capsule/text.hpp"
+#include "suite_coverage.hpp"
+#include "test_support.hpp"
+
+namespace capsule {
+namespace {
+
+const HandlerRegistry& libtorch_handlers() {
+  static const HandlerRegistry registry = [] {
+    set_libtorch_threads(1);  // ctest -j2 on two cores: one thread per test process
+    HandlerRegistry r;
+    auto status = register_libtorch_handlers(r);
+    REQUIRE_MESSAGE(status.has_value(), (status ? std::string() : status.error().message));
+    return r;
+  }();
+  return registry;
+}
+
+/// The LibTorch CPU handler of `op`, recorded as exercised by the running suite (the ledger
+/// attributes the case's checks to it).
+const HandlerSpec& libtorch_handler(Op op) {
+  const RegisteredHandler* h = libtorch_handlers().find(op, Provider::Libtorch, Device::Cpu);
+  REQUIRE_MESSAGE(h != nullptr, "no LibTorch handler for " << to_string(op));
+  testing::record_exercised(op, Provider::Libtorch, Device::Cpu);
+  return h->spec;
+}
+
+/// The oracle: the reference handler, fetched without recording (the suites judge LibTorch).
+const HandlerSpec& oracle(Op op) {
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
+  REQUIRE_MESSAGE(h != nullptr, "no reference handler for " << to_string(op));
+  return h->spec;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounds (docs/libtorch.md, "Parity bounds"). u is the unit roundoff of the dtype.
+
+enum class Bound {
+  Exact,  ///< bit for bit (NaN matches NaN; the sign of zero counts)
+  Ulps,   ///< |l − r| ≤ k·ulp(r) (ulp floored at the smallest normal)
+  Terms,  ///< |l − r| ≤ k·n·u·Σ|terms|; Σ|terms| is the op on |inputs| (bilinear ops)
+  Lane,   ///< |l − r| ≤ k·n·u·max(1, ‖r‖∞) over a lane or loss of n terms
+};
+
+struct Tolerance {
+  Bound bound = Bound::Exact;
+  double k = 0;
+};
+
+struct InputSpec {
+  std::vector<std::int64_t> dims;
+  double lo = -2.0;
+  double hi = 2.0;
+  bool random_sign = false;  ///< magnitudes in [lo, hi] with a random sign (division)
+};
+
+struct ParityCase {
+  std::string name;
+  Op op;
+  std::vector<InputSpec> inputs;
+  OpAttrs attrs;
+  Tolerance forward;
+  Tolerance backward;
+  std::int64_t terms = 1;  ///< n of the Terms and Lane bounds
+};
+
+double unit_roundoff(DType dtype) { return dtype == DType::F32 ? 0x1p-24 : 0x1p-53; }
+
+double ulp_of(double r, DType dtype) {
+  const double floor = dtype == DType::F32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+  return std::max(std::abs(r), floor) * 2 * unit_roundoff(dtype);
+}
+
+bool same_bits(double l, double r) {
+  if (std::isnan(l) || std::isnan(r)) return std::isnan(l) && std::isnan(r);
+  return l == r && std::signbit(l) == std::signbit(r);
+}
+
+/// Compares one output; `scale[i]` is Σ|terms| (Terms) or unused. Returns "" or the first miss.
+std::string compare(const Tensor& lib, const Tensor& ref, const Tolerance& tol, const Tensor* terms,
+                    std::int64_t n) {
+  if (lib.defined() != ref.defined()) return "one side has no gradient";
+  if (!lib.defined()) return "";
+  if (lib.shape() != ref.shape()) return str("shape ", to_string(lib.shape()), " vs ", to_string(ref.shape()));
+  if (lib.dtype() != ref.dtype()) return "dtype differs";
+  const std::vector<double> l = lib.to_vector();
+  const std::vector<double> r = ref.to_vector();
+  const std::vector<double> t = terms != nullptr && terms->defined() ? terms->to_vector() : std::vector<double>{};
+  double lane_max = 1;
+  for (const double v : r) {
+    if (std::isfinite(v)) lane_max = std::max(lane_max, std::abs(v));
+  }
+  const double u = unit_roundoff(lib.dtype());
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    if (tol.bound == Bound::Exact || !std::isfinite(r[i]) || !std::isfinite(l[i])) {
+      // Non-finite results are a class, not a magnitude: they must match exactly.
+      const bool ok = tol.bound == Bound::Exact ? same_bits(l[i], r[i])
+                                                : (std::isnan(r[i]) ? std::isnan(l[i]) : l[i] == r[i]);
+      if (!ok) return str("element ", i, ": libtorch ", l[i], " vs reference ", r[i]);
+      continue;
+    }
+    double allowed = 0;
+    if (tol.bound == Bound::Ulps) allowed = tol.k * ulp_of(r[i], lib.dtype());
+    else if (tol.bound == Bound::Terms) allowed = tol.k * double(n) * u * (t.empty() ? 1.0 : std::abs(t[i]));
+    else allowed = tol.k * double(n) * u * lane_max;
+    if (!(std::abs(l[i] - r[i]) <= allowed)) {
+      return str("element ", i, ": libtorch ", l[i], " vs reference ", r[i], " (|diff| ", std::abs(l[i] - r[i]),
+                 " > bound ", allowed, ")");
+    }
+  }
+  return "";
+}
+
+RuntimeResult<Tensor> make_input(const InputSpec& spec, DType dtype, std::mt19937_64& rng) {
+  CAPSULE_TRY(Shape shape, Shape::make(spec.dims));
+  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
+  std::uniform_real_distribution<double> dist(spec.lo, spec.hi);
+  for (double& v : values) {
+    v = dist(rng);
+    if (spec.random_sign && (rng() & 1U) != 0) v = -v;
+  }
+  return Tensor::from_values(shape, dtype, values);
+}
+
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  if (!t.defined()) return {};
+  const std::size_t n = static_cast<std::size_t>(t.numel()) * element_size(t.dtype());
+  std::vector<unsigned char> out(n);
+  if (n != 0) {
+    const void* p = t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
+                                            : static_cast<const void*>(t.data<double>());
+    std::memcpy(out.data(), p, n);
+  }
+  return out;
+}
+
+RuntimeResult<Tensor> absolute(const Tensor& t) {
+  if (!t.defined()) return t;
+  std::vector<double> v = t.to_vector();
+  for (double& x : v) x = std::abs(x);
+  return Tensor::from_values(t.shape(), t.dtype(), v);
+}
+
+RuntimeResult<std::vector<Tensor>> absolute_all(std::span<const Tensor> ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) {
+    CAPSULE_TRY(Tensor a, absolute(t));
+    out.push_back(a);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parity table. Bounds: see docs/libtorch.md.
+
+constexpr Tolerance kExact{Bound::Exact, 0};
+
+OpAttrs with_axis(std::int64_t axis) {
+  OpAttrs a;
+  a.axis = axis;
+  return a;
+}
+
+std::vector<ParityCase> parity_cases() {
+  std::vector<ParityCase> cases;
+  auto binary = [&](Op op, Tolerance fwd, Tolerance bwd, InputSpec b = {}) {
+    for (const std::vector<std::int64_t>& dims :
+         std::vector<std::vector<std::int64_t>>{{3, 5}, {1}, {0, 4}, {2, 1, 3}, {}}) {
+      InputSpec a{dims};
+      InputSpec bb = b;
+      bb.dims = dims;
+      cases.push_back({str(to_string(op), to_string(Shape::make(dims).value())), op, {a, bb}, {}, fwd, bwd});
+    }
+  };
+  auto unary = [&](Op op, Tolerance fwd, Tolerance bwd, double lo = -3.0, double hi = 3.0, OpAttrs attrs = {}) {
+    for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{{4, 7}, {1, 1}, {0}, {}}) {
+      cases.push_back(
+          {str(to_string(op), to_string(Shape::make(dims).value())), op, {{dims, lo, hi}}, attrs, fwd, bwd});
+    }
+  };
+  const Tolerance ulps2{Bound::Ulps, 2};
+  const Tolerance ulps4{Bound::Ulps, 4};
+  const Tolerance ulps8{Bound::Ulps, 8};
+  const Tolerance ulps16{Bound::Ulps, 16};
+  binary(Op::Add, kExact, kExact);
+  binary(Op::Sub, kExact, kExact);
+  binary(Op::Mul, kExact, kExact);
+  binary(Op::Div, kExact, ulps4, {{}, 0.25, 4.0, true});
+  binary(Op::Max, kExact, kExact);
+  binary(Op::Min, kExact, kExact);
+  unary(Op::Neg, kExact, kExact);
+  unary(Op::Abs, kExact, kExact);
+  unary(Op::Sqrt, kExact, ulps2, 0.01, 9.0);
+  unary(Op::Relu, kExact, kExact);
+  unary(Op::Gelu, ulps8, ulps16, -6.0, 4.0);
+  // sigmoid' = y·(1 − y) and tanh' = 1 − y² cancel where y nears 1: their adjoints carry an
+  // absolute error of a few u·|g| (ATen may fuse the product), so the bound is k·u·max(1, ‖r‖∞)
+  // with |g| ≤ 2 (Lane with n = 1).
+  const Tolerance cancelling{Bound::Lane, 8};
+  unary(Op::Sigmoid, ulps4, cancelling, -8.0, 8.0);
+  unary(Op::Tanh, ulps4, cancelling);
+  unary(Op::Exp, ulps4, ulps8);
+  unary(Op::Log, ulps4, ulps4, 0.01, 9.0);
+  unary(Op::Sin, ulps4, ulps8);
+  unary(Op::Cos, ulps4, ulps8, -1.0, 1.0);
+  unary(Op::Inv, kExact, ulps2, 0.25, 4.0);
+  OpAttrs scale;
+  scale.alpha = -0.37;
+  unary(Op::Scale, kExact, kExact, -3.0, 3.0, scale);
+
+  // Softmax family: lanes of n along the axis; the bound is k·n·u·max(1, ‖y‖∞).
+  for (const Op op : {Op::Softmax, Op::LogSoftmax}) {
+    cases.push_back({str(to_string(op), " last axis"), op, {{{3, 9}, -4, 4}}, with_axis(-1), {Bound::Lane, 4},
+                     {Bound::Lane, 8}, 9});
+    cases.push_back({str(to_string(op), " axis 0"), op, {{{6, 2, 3}, -4, 4}}, with_axis(0), {Bound::Lane, 4},
+                     {Bound::Lane, 8}, 6});
+    cases.push_back({str(to_string(op), " size-1 lane"), op, {{{5, 1}}}, with_axis(1), {Bound::Lane, 4},
+                     {Bound::Lane, 8}, 1});
+    cases.push_back({str(to_string(op), " size-0"), op, {{{0, 4}}}, with_axis(1), kExact, kExact, 4});
+  }
+  // Reductions: the sum of n terms, n·u·Σ|terms| (the op applied to |x|).
+  for (const Op op : {Op::ReduceSum, Op::ReduceMean}) {
+    OpAttrs all;
+    OpAttrs rows;
+    rows.axes = {1};
+    OpAttrs keep;
+    keep.axes = {0, -1};
+    keep.keepdim = true;
+    cases.push_back({str(to_string(op), " all"), op, {{{4, 6}}}, all, {Bound::Terms, 2}, kExact, 24});
+    cases.push_back({str(to_string(op), " axis 1"), op, {{{3, 5, 2}}}, rows, {Bound::Terms, 2}, kExact, 5});
+    cases.push_back({str(to_string(op), " keepdim"), op, {{{3, 1, 4}}}, keep, {Bound::Terms, 2}, kExact, 12});
+    if (op == Op::ReduceSum) {
+      cases.push_back({"reduce_sum size-0", op, {{{0, 3}}}, rows, kExact, kExact, 3});
+    }
+  }
+  // Products: n = k, Σ|terms| = the product of |a| and |b|.
+  cases.push_back({"matmul 2-d", Op::Matmul, {{{4, 7}}, {{7, 3}}}, {}, {Bound::Terms, 2}, {Bound::Terms, 2}, 7});
+  cases.push_back({"matmul batched", Op::Matmul, {{{2, 3, 5}}, {{2, 5, 4}}}, {}, {Bound::Terms, 2}, {Bound::Terms, 2}, 5});
+  cases.push_back({"matmul k=1", Op::Matmul, {{{3, 1}}, {{1, 2}}}, {}, kExact, kExact, 1});
+  cases.push_back({"matmul k=0", Op::Matmul, {{{2, 0}}, {{0, 3}}}, {}, kExact, kExact, 1});
+  cases.push_back({"linear bias", Op::Linear, {{{5, 4}}, {{3, 4}}, {{3}}}, {}, {Bound::Terms, 2}, {Bound::Terms, 2}, 5});
+  cases.push_back({"linear rank-3", Op::Linear, {{{2, 3, 4}}, {{2, 4}}}, {}, {Bound::Terms, 2}, {Bound::Terms, 2}, 6});
+  // Losses: the mean of n terms, k·n·u·max(1, |loss|).
+  cases.push_back({"mse_loss", Op::MseLoss, {{{4, 5}}, {{4, 5}}}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 20});
+  cases.push_back({"mse_loss scalar", Op::MseLoss, {{{1}}, {{1}}}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 1});
+  cases.push_back(
+      {"cross_entropy", Op::CrossEntropy, {{{4, 6}, -3, 3}, {{4, 6}, 0, 1}}, {}, {Bound::Lane, 8}, {Bound::Lane, 8}, 24});
+  // Windows.
+  OpAttrs conv2;
+  conv2.stride = {2, 1};
+  conv2.padding = {1, 0};
+  cases.push_back({"conv 2-d bias", Op::Conv, {{{2, 3, 6, 5}}, {{4, 3, 3, 2}}, {{4}}}, conv2, {Bound::Terms, 2},
+                   {Bound::Terms, 2}, 18});
+  OpAttrs groups;
+  groups.groups = 2;
+  cases.push_back({"conv 1-d groups", Op::Conv, {{{2, 4, 7}}, {{2, 2, 3}}}, groups, {Bound::Terms, 2},
+                   {Bound::Terms, 2}, 14});
+  OpAttrs pool2;
+  pool2.kernel = {2, 2};
+  cases.push_back({"max_pool 2-d", Op::MaxPool, {{{2, 3, 4, 6}}}, pool2, kExact, kExact});
+  OpAttrs pool1;
+  pool1.kernel = {3};
+  pool1.stride = {2};
+  pool1.padding = {1};
+  cases.push_back({"max_pool 1-d padded", Op::MaxPool, {{{1, 2, 9}}}, pool1, kExact, kExact});
+  // Shape ops: data movement is exact; broadcast's backward sums n terms.
+  OpAttrs reshape;
+  reshape.shape = {3, -1};
+  cases.push_back({"reshape", Op::Reshape, {{{2, 3, 2}}}, reshape, kExact, kExact});
+  OpAttrs permute;
+  permute.axes = {2, 0, 1};
+  cases.push_back({"permute", Op::Permute, {{{2, 3, 4}}}, permute, kExact, kExact});
+  OpAttrs bcast;
+  bcast.shape = {2, 3, 4};
+  cases.push_back({"broadcast [3,1]", Op::Broadcast, {{{3, 1}}}, bcast, kExact, {Bound::Terms, 2}, 8});
+  OpAttrs bcast0;
+  bcast0.shape = {0, 5};
+  cases.push_back({"broadcast to size-0", Op::Broadcast, {{{1, 5}}}, bcast0, kExact, kExact, 1});
+  OpAttrs bcast_same;
+  bcast_same.shape = {4};
+  cases.push_back({"broadcast [1] to [4]", Op::Broadcast, {{{1}}}, bcast_same, kExact, {Bound::Terms, 2}, 4});
+  return cases;
+}
+
+std::vector<Op> covered_ops() {
+  std::vector<Op> ops;
+  for (const ParityCase& c : parity_cases()) {
+    if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) ops.push_back(c.op);
+  }
+  return ops;
+}
+
+/// Forward parity of one case in one dtype; checks the inputs are left bitwise unchanged.
+void check_forward(const ParityCase& c, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> inputs;
+  for (const InputSpec& spec : c.inputs) inputs.push_back(make_input(spec, dtype, rng).value());
+  std::vector<std::vector<unsigned char>> before;
+  for (const Tensor& t : inputs) before.push_back(bytes_of(t));
+  const RuntimeResult<Tensor> ref = oracle(c.op).forward(inputs, c.attrs);
+  const RuntimeResult<Tensor> lib = libtorch_handler(c.op).forward(inputs, c.attrs);
+  REQUIRE_MESSAGE(ref.has_value() == lib.has_value(),
+                  "reference " << (ref ? "succeeds" : ref.error().message) << "; libtorch "
+                               << (lib ? "succeeds" : lib.error().message));
+  for (std::size_t i = 0; i < inputs.size(); ++i) CHECK_MESSAGE(bytes_of(inputs[i]) == before[i], "input " << i << " changed");
+  if (!ref) return;
+  for (const Tensor& t : inputs) CHECK_FALSE(lib->shares_storage_with(t));
+  Tensor terms;
+  if (c.forward.bound == Bound::Terms) {
+    std::vector<Tensor> abs_inputs = absolute_all(inputs).value();
+    terms = oracle(c.op).forward(abs_inputs, c.attrs).value();
+  }
+  const std::string miss = compare(*lib, *ref, c.forward, &terms, c.terms);
+  CHECK_MESSAGE(miss.empty(), to_string(dtype) << ": " << miss);
+}
+
+/// Adjoint parity of one case in one dtype; checks inputs, output and gradient stay unchanged.
+void check_backward(const ParityCase& c, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> inputs;
+  for (const InputSpec& spec : c.inputs) inputs.push_back(make_input(spec, dtype, rng).value());
+  const Tensor out = oracle(c.op).forward(inputs, c.attrs).value();
+  const Tensor grad = make_input({out.shape().to_vector()}, dtype, rng).value();
+  REQUIRE((libtorch_handler(c.op).backward != nullptr));
+  std::vector<std::vector<unsigned char>> before;
+  for (const Tensor& t : inputs) before.push_back(bytes_of(t));
+  const std::vector<unsigned char> out_before = bytes_of(out);
+  const std::vector<unsigned char> grad_before = bytes_of(grad);
+  const auto ref = oracle(c.op).backward(inputs, out, grad, c.attrs);
+  const auto lib = libtorch_handler(c.op).backward(inputs, out, grad, c.attrs);
+  REQUIRE_MESSAGE(ref.has_value() == lib.has_value(),
+                  "reference " << (ref ? "succeeds" : ref.error().message) << "; libtorch "
+                               << (lib ? "succeeds" : lib.error().message));
+  for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(bytes_of(inputs[i]) == before[i]);
+  CHECK(bytes_of(out) == out_before);
+  CHECK(bytes_of(grad) == grad_before);
+  if (!ref) return;
+  REQUIRE(lib->size() == ref->size());
+  std::vector<Tensor> terms(ref->size());
+  if (c.backward.bound == Bound::Terms) {
+    const std::vector<Tensor> abs_inputs = absolute_all(inputs).value();
+    terms = oracle(c.op).backward(abs_inputs, absolute(out).value(), absolute(grad).value(), c.attrs).value();
+  }
+  for (std::size_t i = 0; i < ref->size(); ++i) {
+    const std::string miss = compare((*lib)[i], (*ref)[i], c.backward, &terms[i], c.terms);
+    CHECK_MESSAGE(miss.empty(), to_string(dtype) << " gradient " << i << ": " << miss);
+  }
+}
+
+/// Special-value classes for the pointwise ops: every element of {NaN, ±inf, ±0, ±1, a
+/// denormal, ±large} against every other (binary ops), forward and adjoint.
+std::vector<double> special_values(DType dtype) {
+  const double denormal = dtype == DType::F32 ? double(std::numeric_limits<float>::denorm_min()) * 3
+                                              : std::numeric_limits<double>::denorm_min() * 3;
+  return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+          -std::numeric_limits<double>::infinity(), 0.0, -0.0, 1.0, -1.0, 2.5, denormal, 1e30};
+}
+
+const std::vector<Op>& special_binary_ops() {
+  static const std::vector<Op> ops{Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Max, Op::Min};
+  return ops;
+}
+const std::vector<Op>& special_unary_ops() {
+  static const std::vector<Op> ops{Op::Neg,  Op::Abs, Op::Sqrt, Op::Relu, Op::Gelu, Op::Sigmoid, Op::Tanh,
+                                   Op::Exp,  Op::Log, Op::Sin,  Op::Cos,  Op::Inv,  Op::Scale};
+  return ops;
+}
+
+/// The bound a pointwise op's finite results keep under special inputs (as its random case).
+Tolerance pointwise_tolerance(Op op, bool backward) {
+  for (const ParityCase& c : parity_cases()) {
+    if (c.op == op) return backward ? c.backward : c.forward;
+  }
+  return kExact;
+}
+
+void check_special(Op op, std::vector<Tensor> inputs, bool backward) {
+  const OpAttrs attrs = [&] {
+    OpAttrs a;
+    a.alpha = -0.37;
+    return a;
+  }();
+  const Tensor out = oracle(op).forward(inputs, attrs).value();
+  const Tensor lib_out = libtorch_handler(op).forward(inputs, attrs).value();
+  if (!backward) {
+    const std::string miss = compare(lib_out, out, pointwise_tolerance(op, false), nullptr, 1);
+    CHECK_MESSAGE(miss.empty(), to_string(op) << ": " << miss);
+    return;
+  }
+  std::vector<double> g(static_cast<std::size_t>(out.numel()), 0.75);
+  const Tensor grad = Tensor::from_values(out.shape(), out.dtype(), g).value();
+  const auto ref = oracle(op).backward(inputs, out, grad, attrs).value();
+  const auto lib = libtorch_handler(op).backward(inputs, out, grad, attrs).value();
+  REQUIRE(lib.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const std::string miss = compare(lib[i], ref[i], pointwise_tolerance(op, true), nullptr, 1);
+    CHECK_MESSAGE(miss.empty(), to_string(op) << " gradient " << i << ": " << miss);
+  }
+}
+
+void check_specials(bool backward) {
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    const std::vector<double> s = special_values(dtype);
+    const auto n = static_cast<std::int64_t>(s.size());
+    std::vector<double> a;
+    std::vector<double> b;
+    for (const double x : s) {
+      for (const double y : s) {
+        a.push_back(x);
+        b.push_back(y);
+      }
+    }
+    const Tensor ta = Tensor::from_values(Shape::make({n, n}).value(), dtype, a).value();
+    const Tensor tb = Tensor::from_values(Shape::make({n, n}).value(), dtype, b).value();
+    for (const Op op : special_binary_ops()) {
+      CAPTURE(to_string(dtype));
+      check_special(op, {ta, tb}, backward);
+    }
+    const Tensor x = Tensor::from_values(Shape::make({n}).value(), dtype, s).value();
+    for (const Op op : special_unary_ops()) {
+      CAPTURE(to_string(dtype));
+      check_special(op, {x}, backward);
+    }
+  }
+}
+
+/// Softmax lanes holding NaN, +inf and −inf (the table's softmax-family row).
+void check_softmax_specials(bool backward) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    const Tensor x = Tensor::from_values(Shape::make({4, 3}).value(), dtype,
+                                         std::vector<double>{1, nan, 2, -inf, 0, 1, inf, 1, 2, -inf, -inf, -inf})
+                         .value();
+    for (const Op op : {Op::Softmax, Op::LogSoftmax}) {
+      const OpAttrs attrs = with_axis(-1);
+      const std::vector<Tensor> in{x};
+      const Tensor ref = oracle(op).forward(in, attrs).value();
+      const Tensor lib = libtorch_handler(op).forward(in, attrs).value();
+      CHECK(compare(lib, ref, {Bound::Lane, 4}, nullptr, 3).empty());
+      if (!backward) continue;
+      const Tensor grad = Tensor::full(ref.shape(), dtype, 0.5).value();
+      const auto rg = oracle(op).backward(in, ref, grad, attrs).value();
+      const auto lg = libtorch_handler(op).backward(in, ref, grad, attrs).value();
+      CHECK(compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 3).empty());
+    }
+  }
+}
+
+const testing::SuiteCoverage kValueCoverage{"libtorch.values", Obligation::Value, Provider::Libtorch, Device::Cpu,
+                                            covered_ops};
+const testing::SuiteCoverage kVjpCoverage{"libtorch.vjps", Obligation::Vjp, Provider::Libtorch, Device::Cpu,
+                                          covered_ops};
+
+}  // namespace
+
+TEST_SUITE("libtorch.values") {
+  TEST_CASE("every LibTorch handler's forward matches the reference on random inputs and edge shapes") {
+    std::uint64_t seed = 100;
+    for (const ParityCase& c : parity_cases()) {
+      for (const DType dtype : {DType::F32, DType::F64}) {
+        CAPTURE(c.name);
+        CAPTURE(to_string(dtype));
+        check_forward(c, dtype, ++seed);
+      }
+    }
+  }
+  TEST_CASE("pointwise forwards match the reference on the special-value classes") { check_specials(false); }
+  TEST_CASE("softmax and log_softmax lanes with NaN and infinities match the reference") {
+    check_softmax_specials(false);
+  }
+  TEST_CASE("LibTorch handlers reject what the reference rejects") {
+    const Tensor a = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
+    const Tensor b = Tensor::from_values({3}, DType::F32, {1, 2, 3}).value();
+    // ATen would broadcast [2, 3] + [3]; the op's contract wants equal shapes.
+    const auto add = libtorch_handler(Op::Add).forward(std::vector<Tensor>{a, b}, {});
+    REQUIRE_FALSE(add.has_value());
+    CHECK(add.error().code == RuntimeCode::ShapeMismatch);
+    const Tensor d = Tensor::from_values({3}, DType::F64, {1, 2, 3}).value();
+    const auto mixed = libtorch_handler(Op::Mul).forward(std::vector<Tensor>{b, d}, {});
+    REQUIRE_FALSE(mixed.has_value());
+    CHECK(mixed.error().code == RuntimeCode::DTypeMismatch);
+    // A window larger than ATen allows fails with ATen's one-line reason, not an exception.
+    OpAttrs pool;
+    pool.kernel = {2};
+    pool.padding = {5};
+    const Tensor x = Tensor::from_values({1, 1, 3}, DType::F32, {1, 2, 3}).value();
+    const auto padded = libtorch_handler(Op::MaxPool).forward(std::vector<Tensor>{x}, pool);
+    REQUIRE_FALSE(padded.has_value());
+    CHECK(testing::has(padded.error().message, "LibTorch max_pool: ATen rejected the call"));
+    CHECK_FALSE(testing::has(padded.error().message, "\n"));
+  }
+}
+
+TEST_SUITE("libtorch.vjps") {
+  TEST_CASE("every LibTorch adjoint kernel matches the reference on random inputs and edge shapes") {
+    std::uint64_t seed = 500;
+    for (const ParityCase& c : parity_cases()) {
+      for (const DType dtype : {DType::F32, DType::F64}) {
+        CAPTURE(c.name);
+        CAPTURE(to_string(dtype));
+        check_backward(c, dtype, ++seed);
+      }
+    }
+  }
+  TEST_CASE("pointwise adjoints match the reference on the special-value classes") { check_specials(true); }
+  TEST_CASE("softmax and log_softmax adjoints with NaN and infinities match the reference") {
+    check_softmax_specials(true);
+  }
+}
+
+TEST_SUITE("libtorch.boundary") {
+  TEST_CASE("no LibTorch handler converts an input, so none reports a conversion copy") {
+    // The parity suites above ran every handler; none of these ops needs kLong or kBool data.
+    for (const Op op : covered_ops()) {
+      CAPTURE(to_string(op));
+      CHECK(libtorch_conversion_copies(op) == 0);
+    }
+  }
+  TEST_CASE("the LibTorch handlers declare the catalog's guards and let our tape own the VJP") {
+    for (const RegisteredHandler* h : libtorch_handlers().all()) {
+      CAPTURE(h->spec.name);
+      CHECK(h->spec.provider == Provider::Libtorch);
+      CHECK(h->spec.device == Device::Cpu);
+      CHECK_FALSE(h->spec.backend_vjp);
+      CHECK(h->spec.guards == std::vector<std::string>{std::string(kLibTorchShapeGuard), std::string(kLibTorchLayoutGuard)});
+    }
+    const std::string version = libtorch_version();
+    const bool known_major = version.rfind("1.", 0) == 0 || version.rfind("2.", 0) == 0;
+    CHECK_MESSAGE(known_major, version);
+  }
+}
+
+}  // namespace capsule
+
+#endif  // CAPSULE_HAVE_LIBTORCH
