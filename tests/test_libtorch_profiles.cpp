@@ -73,4 +73,41 @@ TEST_SUITE("libtorch.profiles") {
     CHECK_FALSE(has(run.out, "step 1/"));
     CHECK_FALSE(has(run.out, "-> reference.matmul"));
   }
+
+  TEST_CASE("a --profile file asking only libtorch for an op LibTorch lacks fails at plan time listing the candidates") {
+    // top_k_mask has a reference capsule and no LibTorch one: `only` must refuse, not fall back.
+    capsule::testing::ScratchTree tree("libtorch-only");
+    const auto profile = tree.root() / "libtorch_only_cpu.toml";
+    tree.write("libtorch_only_cpu.toml", R"(schema = 1
+name = "libtorch_only_cpu"
+summary = "LibTorch or nothing"
+device = "cpu"
+provider = { only = "libtorch" }
+assurance = "checked"
+vjp = "torchlean-tape"
+lowering = "coalesced"
+modules = ["libtorch-cpu", "reference"]
+
+[availability]
+devices = ["cpu"]
+providers = ["libtorch", "reference", "torchlean"]
+)");
+    const CliRun plan = capsule::testing::run_cli({"plan", "--profile", profile.string(), "--ops", "matmul,top_k_mask",
+                                                   "--catalogs", tree.catalogs().string(), "--profiles",
+                                                   tree.profiles().string()});
+    INFO(plan.out << plan.err);
+    CHECK(plan.status == 1);
+    CHECK(has(plan.err, "no admissible kernel capsule for op top_k_mask on device cpu"));
+    CHECK(has(plan.err, "candidate reference.top_k_mask (reference/cpu, checked, vjp none):"));
+    CHECK(has(plan.err, "provider reference is excluded by `only libtorch`"));
+    CHECK_FALSE(has(plan.out + plan.err, "top_k_mask -> reference"));
+
+    // The same profile covers every op mlp_regression dispatches, so its run uses LibTorch only;
+    // in this binary no LibTorch handler is linked, so it stops at bind and runs nothing.
+    const CliRun run = capsule::testing::run_cli({"run", "mlp_regression", "--profile", profile.string(), "--catalogs",
+                                                  tree.catalogs().string(), "--profiles", tree.profiles().string()});
+    CHECK(run.status != 0);
+    CHECK(has(run.err, "error[no-handler]"));
+    CHECK_FALSE(has(run.out, "step 1/"));
+  }
 }

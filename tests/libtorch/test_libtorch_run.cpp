@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The libtorch_cpu profile run by the real CLI with the LibTorch handlers linked: the MLP trains on
-// LibTorch capsules, and the report names them and the provider's fingerprint.
+// The shipped data with the LibTorch handlers linked into the CLI: lint finds a handler for every
+// LibTorch CPU capsule, and the MLP trains on LibTorch capsules under libtorch_cpu, the report
+// naming them and the provider's fingerprint.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -26,6 +27,17 @@ CliRun shipped_cli(std::vector<std::string> args) {
 }  // namespace
 
 TEST_SUITE("libtorch.run") {
+  TEST_CASE("with the LibTorch handlers linked, lint finds a compiled handler for every LibTorch CPU capsule") {
+    const CliRun lint = shipped_cli({"lint"});
+    INFO(lint.out << lint.err);
+    CHECK(lint.status == 0);
+    CHECK_FALSE(has(lint.out, "error["));
+    CHECK_FALSE(has(lint.out, "libtorch-cpu.toml:9:10: warning[no-compiled-handler]"));
+    CHECK_FALSE(has(lint.out, "(libtorch/cpu"));
+    // The CUDA capsules still have none here.
+    CHECK(has(lint.out, "warning[no-compiled-handler]: 54 capsules of module `native-cuda`"));
+  }
+
   TEST_CASE("capsule run mlp_regression --profile libtorch_cpu trains on LibTorch capsules") {
     capsule::set_libtorch_threads(1);
     const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
