@@ -16,10 +16,12 @@ using capsule::testing::source_dir;
 
 namespace {
 
-/// Every op the libtorch-cpu catalog has a capsule for.
+/// Every op the libtorch-cpu catalog has a `checked` capsule for (the SDPA twins are
+/// trusted-external, so a checked profile never selects them).
 std::string libtorch_ops() {
   std::string ops;
   for (const capsule::Capsule& c : capsule::testing::shipped_module("libtorch-cpu")->capsules) {
+    if (c.trust != capsule::Trust::Checked) continue;
     ops += (ops.empty() ? "" : ",") + std::string(capsule::to_string(c.op));
   }
   return ops;
@@ -61,6 +63,13 @@ TEST_SUITE("libtorch.profiles") {
     CHECK(has(plan.out, "libtorch.matmul"));
     CHECK(has(plan.out, "libtorch.conv"));
     CHECK_FALSE(has(plan.out, "provider=reference"));
+  }
+
+  TEST_CASE("libtorch_cpu leaves attention to the reference: the CPU SDPA twins are trusted-external") {
+    const CliRun plan = shipped_cli({"plan", "--profile", "libtorch_cpu", "--ops", "scaled_dot_product_attention"});
+    CHECK(plan.status == 0);
+    CHECK(has(plan.out, "reference."));
+    CHECK_FALSE(has(plan.out, "libtorch.sdpa_"));
   }
 
   TEST_CASE("without LibTorch handlers linked, libtorch_cpu loads and its run fails at bind, never falling back") {
