@@ -32,6 +32,40 @@
 
 namespace {
 
+/// How many test cases passed the filters in the last run. CTest runs each discovered case as
+/// `--test-case=NAME`; a filter that matches nothing would pass silently (doctest exits 0), which is
+/// what a case name holding `;` caused (CTest's discovery splits the name there).
+unsigned g_cases_passing_filters = 0;
+
+class FilterMatchListener : public doctest::IReporter {
+ public:
+  explicit FilterMatchListener(const doctest::ContextOptions&) {}
+  void test_run_end(const doctest::TestRunStats& stats) override {
+    g_cases_passing_filters = stats.numTestCasesPassingFilters;
+  }
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+
+REGISTER_LISTENER("capsule-filter-match", 3, FilterMatchListener);
+
+bool names_test_cases(const std::vector<const char*>& args) {
+  for (const char* arg : args) {
+    const std::string_view text(arg);
+    if (text.starts_with("--test-case=") || text.starts_with("-tc=")) return true;
+  }
+  return false;
+}
+
 int print_manifest(const std::optional<std::string>& merge_with) {
   std::vector<const char*> args{"capsule_tests", "--list-test-suites", "--reporters=capsule-manifest"};
   doctest::Context context(static_cast<int>(args.size()), args.data());
@@ -146,5 +180,11 @@ int main(int argc, char** argv) {
   if (manifest) return print_manifest(merge_manifest);
   if (verify || ledger) return verify_coverage(std::move(rest), ledger);
   doctest::Context context(static_cast<int>(rest.size()), rest.data());
-  return context.run();
+  const int status = context.run();
+  if (status == 0 && !context.shouldExit() && names_test_cases(rest) && g_cases_passing_filters == 0) {
+    std::cerr << "capsule_tests: no test case matches the --test-case filter, so nothing ran; a test case "
+                 "name must not hold `;` (CTest's discovery splits it there)\n";
+    return 1;
+  }
+  return status;
 }

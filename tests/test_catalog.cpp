@@ -185,7 +185,7 @@ TEST_SUITE("catalog") {
     CHECK(diagnostics[1].help == "did you mean `relu`?");
   }
 
-  TEST_CASE("expired trust is a warning that names the date; the capsule still loads") {
+  TEST_CASE("expired trust is a warning that names the date, the capsule still loads") {
     const std::string text = std::string(capsule::testing::kCatalogHead) +
                              "[[capsule]]\nname = \"vendor.relu\"\nop = \"relu\"\ntrust = \"trusted-external\"\n"
                              "reason = \"vendor kernel\"\nexpires = 2026-01-31\n";

@@ -127,7 +127,7 @@ TEST_SUITE("cli") {
     CHECK(dot_ops.status == 2);
   }
 
-  TEST_CASE("a planning failure lists every candidate; JSON carries the error object") {
+  TEST_CASE("a planning failure lists every candidate, JSON carries the error object") {
     const CliRun text = cli({"plan", "--profile", "checked_cpu", "--ops", "matmul,selective_scan"});
     CHECK(text.status == 1);
     CHECK(text.out.empty());
@@ -213,7 +213,7 @@ TEST_SUITE("cli") {
     CHECK(capsule::testing::run_cli({}).status == 2);
   }
 
-  TEST_CASE("files that fail to load exit 2; --help and --version exit 0") {
+  TEST_CASE("files that fail to load exit 2, --help and --version exit 0") {
     const auto dir = scratch_dir("broken");
     std::filesystem::create_directories(dir / "catalogs");
     std::ofstream(dir / "catalogs/broken.toml") << "schema = 1\nmodule = \n";

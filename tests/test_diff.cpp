@@ -331,7 +331,7 @@ TEST_CASE("evidence order: a trusted boundary is the weakest real evidence / not
         evidence_rank(ClaimKind::ShapeSafety, EvidenceKind::TestSuite));
 }
 
-TEST_CASE("evidence changes are ranked per claim; a renamed suite needs review") {
+TEST_CASE("evidence changes are ranked per claim, a renamed suite needs review") {
   SUBCASE("shape: runtime guard to test suite is weakened") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
       c.contract(Obligation::Shape).evidence = Evidence{EvidenceKind::TestSuite, "reference.shapes", {}, {}, {}};
@@ -507,7 +507,7 @@ TEST_CASE("added and removed capsules") {
   }
 }
 
-TEST_CASE("capsule order inside a module is a change in meaning; equal evidence keeps the impact neutral") {
+TEST_CASE("capsule order inside a module is a change in meaning, equal evidence keeps the impact neutral") {
   const Tree head = with_module(shipped(), "attention", [](CapsuleModule& m) {
     std::swap(m.capsules[0], m.capsules[1]);
   });
@@ -553,7 +553,7 @@ TEST_CASE("a new profile that admits a trusted boundary is weakened") {
 
 // ---- waivers ---------------------------------------------------------------------------------------
 
-TEST_CASE("waived changes are shown but do not fail; an expired waiver fails") {
+TEST_CASE("waived changes are shown but do not fail, an expired waiver fails") {
   TrustDiff diff = diff_case("evidence-weakened");
   REQUIRE(exit_status(diff) == 1);
   const Date later{year{2026}, month{6}, day{30}};

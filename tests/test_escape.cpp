@@ -538,7 +538,7 @@ TEST_SUITE("escape") {
     check_json(profiles_json);
   }
 
-  TEST_CASE("lint: a hostile file name and quoted value render inert in every format; JSON and SARIF stay UTF-8") {
+  TEST_CASE("lint: a hostile file name and quoted value render inert in every format, JSON and SARIF stay UTF-8") {
     const HostileTree tree("escape-lint");
     tree.add_hostile_file();
     const auto lint = [&](std::string_view format) {

@@ -119,7 +119,7 @@ TEST_SUITE("evidence ledger") {
     CHECK(twice.entries.size() == kOpCount);
   }
 
-  TEST_CASE("ledgers from several machines merge; a run is kept once; conflicting results are refused") {
+  TEST_CASE("ledgers from several machines merge, a run is kept once, conflicting results are refused") {
     EvidenceLedger here = passing_ledger();
     EvidenceLedger gpu;
     EnvironmentFingerprint gpu_fp = fingerprint("");
@@ -269,7 +269,7 @@ TEST_SUITE("evidence ledger") {
     CHECK(judge_evidence(borrowed, here, relu, Obligation::Value).status == LedgerStatus::NotRunHere);
   }
 
-  TEST_CASE("a merged GPU run says where CUDA evidence passed; without it CUDA evidence is not run here") {
+  TEST_CASE("a merged GPU run says where CUDA evidence passed, without it CUDA evidence is not run here") {
     const Capsule& matmul = testing::shipped_capsule("native_cuda.matmul");
     EnvironmentFingerprint here = fingerprint(kHereDigest);
     LedgerVerdict verdict = judge_evidence(passing_ledger(), here, matmul, Obligation::Value);
@@ -305,7 +305,7 @@ TEST_SUITE("evidence ledger") {
                                             "reference.matmul vjp"});
   }
 
-  TEST_CASE("lint --ledger: a runnable capsule's failing evidence is an error at the evidence; CUDA is not run here") {
+  TEST_CASE("lint --ledger: a runnable capsule's failing evidence is an error at the evidence, CUDA is not run here") {
     const EnvironmentFingerprint here = fingerprint(kHereDigest);
     EvidenceLedger ledger;
     const std::size_t run = add_run(ledger, here, "2026-11-30T10:00:00Z");
@@ -342,10 +342,10 @@ TEST_SUITE("evidence ledger") {
       }
     }
     CHECK(errors == 1);
-    CHECK(not_run == 2);  // the native-cuda and attention modules
+    CHECK(not_run == 3);  // the native-cuda, attention and libtorch-cpu modules (no LibTorch handlers here)
   }
 
-  TEST_CASE("capsule check --ledger: accepted on passing evidence, rejected naming the failing case; output is inert") {
+  TEST_CASE("capsule check --ledger: accepted on passing evidence, rejected naming the failing case, output is inert") {
     const EnvironmentFingerprint here = current_fingerprint();
     REQUIRE_FALSE(here.get(fingerprint_key::provider_library_digest("reference")).empty());
     EvidenceLedger ledger;

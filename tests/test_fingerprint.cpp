@@ -56,7 +56,7 @@ bool is_hex(std::string_view text) {
 }  // namespace
 
 TEST_SUITE("fingerprint") {
-  TEST_CASE("set keeps entries sorted and unique; get returns the value or empty") {
+  TEST_CASE("set keeps entries sorted and unique, get returns the value or empty") {
     EnvironmentFingerprint fp;
     fp.set("host.os", "Linux 6.1");
     fp.set("build.commit", "abc");
@@ -96,7 +96,7 @@ TEST_SUITE("fingerprint") {
     CHECK(EnvironmentFingerprint{}.digest() == sha256_hex(""));
   }
 
-  TEST_CASE("add_entries lets a provider contribute entries; later values win") {
+  TEST_CASE("add_entries lets a provider contribute entries, later values win") {
     EnvironmentFingerprint fp;
     fp.set("host.os", "Linux");
     EnvironmentFingerprint provider;

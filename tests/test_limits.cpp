@@ -202,7 +202,7 @@ TEST_CASE("deep nesting is a located parse-error in catalogs, profiles, graphs a
   }
 }
 
-TEST_CASE("nesting at the limit still loads as far as the format goes; one past it does not") {
+TEST_CASE("nesting at the limit still loads as far as the format goes, one past it does not") {
   // x is at level 1 and the array it holds too; each `[` inside is one level deeper.
   const std::string at_limit = "x = " + repeat("[", 128) + repeat("]", 128) + "\n";
   CHECK_FALSE(detail::scan_nesting(at_limit).exceeded);
@@ -417,7 +417,7 @@ expires = 0001-01-01
 
 TEST_SUITE("limits") {
 
-TEST_CASE("plan, check, explain and run check only the profile they name; lint and list check every one") {
+TEST_CASE("plan, check, explain and run check only the profile they name, lint and list check every one") {
   namespace fs = std::filesystem;
   const fs::path extra = fs::temp_directory_path() / "capsule-limits-lazy-profiles";
   fs::remove_all(extra);

@@ -755,12 +755,12 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(lint_in(tree, {"--deny", "unlisted-handler"}).status == 1);
   }
 
-  TEST_CASE("--deny and --allow adjust rule severities; bad rule ids are usage errors") {
+  TEST_CASE("--deny and --allow adjust rule severities, bad rule ids are usage errors") {
     CHECK(lint_shipped({"--deny", "warnings"}).status == 1);
     const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
     CHECK(denied.status == 1);
     CHECK(has(denied.out, "error[no-compiled-handler]"));
-    CHECK(has(denied.out, "3 errors, 0 warnings, 3 notes"));
+    CHECK(has(denied.out, "4 errors, 0 warnings, 4 notes"));
     // Comma lists, and an allowed rule wins over --deny warnings.
     const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
     CHECK(quiet.status == 0);

@@ -72,7 +72,7 @@ std::unique_ptr<Linear> tiny_linear() {
 }  // namespace
 
 TEST_SUITE("model") {
-  TEST_CASE("Sequential[linear 4 8; relu; linear 8 1] lowers to the 18 nodes of TorchLean's mlp-4-8-1 graph") {
+  TEST_CASE("Sequential[linear 4 8, relu, linear 8 1] lowers to the 18 nodes of TorchLean's mlp-4-8-1 graph") {
     const Sequential model = mlp();
     CHECK(model.describe() == "Sequential[linear 4 8, relu, linear 8 1]");
     auto lowered = lower(model, {4}, "mlp-4-8-1");

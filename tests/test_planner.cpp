@@ -133,7 +133,7 @@ TEST_SUITE("planner") {
     CHECK(plan_failure(cpu.planner, {Op::Custom}) == "no admissible kernel capsule for op custom on device cpu");
   }
 
-  TEST_CASE("10.6 preference is a request; assurance is a filter it cannot override") {
+  TEST_CASE("10.6 preference is a request, assurance is a filter it cannot override") {
     const Op sdpa = Op::ScaledDotProductAttention;
     CHECK(planned_names(shipped_profile("checked_cuda"), {sdpa}) == std::vector<std::string>{"torchlean.composed_attention"});
     CHECK(planned_names(shipped_profile("libtorch_forward_cuda"), {sdpa}) == std::vector<std::string>{"libtorch.sdpa_forward"});
@@ -203,7 +203,7 @@ TEST_SUITE("planner") {
     CHECK(exact == 52);
   }
 
-  TEST_CASE("gradients off plans inference; training rejects forward-only capsules") {
+  TEST_CASE("gradients off plans inference, training rejects forward-only capsules") {
     Capsule forward_only = shipped_capsule("reference.relu");
     forward_only.name = "test.forward_only_relu";
     forward_only.vjp = VjpMode::None;
@@ -235,7 +235,7 @@ TEST_SUITE("planner") {
     CHECK(forward.planner.chosen(Op::ScaledDotProductAttention)->name == "libtorch.sdpa_forward");
   }
 
-  TEST_CASE("availability filters capsules; only forces a provider") {
+  TEST_CASE("availability filters capsules, only forces a provider") {
     const Capsule external = relu_like("external.relu", Provider::External, Device::External);
     auto registry = Registry::from_modules({module_of("ext", {external}), shipped_module("reference")});
     REQUIRE(registry.has_value());
@@ -258,7 +258,7 @@ TEST_SUITE("planner") {
     CHECK(undeclared.chosen(Op::Relu) == nullptr);
   }
 
-  TEST_CASE("CPU availability excludes every LibTorch capsule; CUDA availability with LibTorch admits all") {
+  TEST_CASE("CPU availability excludes every LibTorch capsule, CUDA availability with LibTorch admits all") {
     const ResolvedProfile cpu = shipped_profile("checked_cpu");
     const ResolvedProfile hybrid = shipped_profile("libtorch_forward_cuda");
     std::size_t libtorch = 0;

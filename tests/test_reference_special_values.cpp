@@ -186,7 +186,7 @@ TEST_SUITE("reference.values") {
     }
   }
 
-  TEST_CASE("max and min propagate NaN from either operand; ties and signed zeros select a") {
+  TEST_CASE("max and min propagate NaN from either operand, ties and signed zeros select a") {
     for (DType dtype : {DType::F32, DType::F64}) {
       CAPTURE(to_string(dtype));
       const Tensor a = tensor({5}, dtype, {kNaN, 1, kNaN, -0.0, 2});

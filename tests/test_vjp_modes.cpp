@@ -445,7 +445,7 @@ TEST_SUITE("runtime") {
     CHECK(live_boundaries == 0);
   }
 
-  TEST_CASE("an external-autograd boundary's undefined gradient becomes zeros; a short or mistyped answer is an error") {
+  TEST_CASE("an external-autograd boundary's undefined gradient becomes zeros, a short or mistyped answer is an error") {
     testing::ScratchTree tree("external-autograd-contract");
     Workspace workspace = boundary_workspace(tree);
     HandlerRegistry handlers;
