@@ -419,6 +419,34 @@ TEST_SUITE("reference.vjps") {
     CHECK(grads[1].at(2) == 0.0);  // the blocked key's own gradient
   }
 
+  TEST_CASE("attention: a NaN or infinite value at a blocked key adds nothing, forward and dv") {
+    // Keys 1 and 2 are blocked for query 0, key 2 for query 1; query 2 blocks every key. Their
+    // values are NaN and +inf: no allowed edge meets them except key 1 for query 1.
+    const Tensor q = tensor({3, 1}, DType::F64, {0.5, -1, 2});
+    const Tensor k = tensor({3, 1}, DType::F64, {1, 2, -1});
+    const Tensor mask = tensor({3, 3}, DType::F64, {1, 0, 0, 1, 1, 0, 0, 0, 0});
+    const Tensor poisoned = tensor({3, 2}, DType::F64, {1, -2, kNaN, 3, kInf, kInf});
+    const Tensor clean = tensor({3, 2}, DType::F64, {1, -2, 7, 3, 9, 9});
+    const Tensor y = run(Op::ScaledDotProductAttention, {q, k, poisoned, mask});
+    const Tensor y_clean = run(Op::ScaledDotProductAttention, {q, k, clean, mask});
+    // Query 0 sees key 0 only: its output is v₀ exactly, whatever the blocked keys hold.
+    CHECK(y.at(0) == 1.0);
+    CHECK(y.at(1) == -2.0);
+    // Query 1 meets the NaN of key 1 through an allowed edge in column 0 only.
+    CHECK(std::isnan(y.at(2)));
+    CHECK(y.at(3) == y_clean.at(3));
+    // Query 2 blocks every key: the empty sum, +0.
+    CHECK(y.at(4) == 0.0);
+    CHECK_FALSE(std::signbit(y.at(4)));
+    CHECK(y.at(5) == 0.0);
+
+    // dv = Wᵀ·g over the allowed edges: the NaN and +inf incoming gradient of query 2, which
+    // blocks every key, reaches no key.
+    const Tensor g = tensor({3, 2}, DType::F64, {1, 1, 1, 1, kNaN, kInf});
+    const std::vector<Tensor> grads = run_backward(Op::ScaledDotProductAttention, {q, k, clean, mask}, g);
+    for (double x : values_of(grads[2])) CHECK_MESSAGE(std::isfinite(x), "dv holds ", x);
+  }
+
   TEST_CASE("tape: hard_masked_softmax's gradient is exactly 0 on blocked entries") {
     const Tensor scores = tensor({2, 3}, DType::F64, {kNaN, 1, kInf, 1, 2, kNaN});
     const Tensor mask = tensor({2, 3}, DType::F64, {1, 1, 0, 1, 1, 0});

@@ -351,14 +351,18 @@ std::vector<Case> special_cases(DType t) {
   cases.push_back({"hard_masked_softmax special lanes", Op::HardMaskedSoftmax, {x, mask}, axis_attrs(-1),
                    masked_softmax_bounds, g});
   // Attention with a fully blocked query row (row 1) and NaN / +inf in v at keys 1 and 3, which
-  // every query blocks: the forward is NaN on both sides (the reference's W·v reads 0·NaN, as
-  // LibTorch), but those keys add no term to the adjoints: dq, dk and dv are finite and equal.
+  // every query blocks: those keys add no term, so the forward and every adjoint are finite on
+  // both sides (ATen's own W·v would read 0·NaN).
   const Tensor q = tensor({1, 3, 2}, t, {0.5, -1, 1, 2, -0.3, 0.8});
   const Tensor k = tensor({1, 4, 2}, t, {1, 0.2, -0.7, 1.1, 0.4, -0.4, 2, 1});
   const Tensor v = tensor({1, 4, 2}, t, {1, 2, kNaN, 0.5, -1, 0.7, 0.25, kInf});
   const Tensor amask = tensor({3, 4}, t, {1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0});
   cases.push_back({"sdpa blocked row and NaN/inf v at blocked keys", Op::ScaledDotProductAttention, {q, k, v, amask},
                    attention_attrs(0), attention_bounds});
+  // NaN and +inf in the gradient of the fully blocked query: it adds no term to any key's dv.
+  const Tensor g_blocked = tensor({1, 3, 2}, t, {1, 0.5, kNaN, kInf, -1, 2});
+  cases.push_back({"sdpa NaN/inf g at a fully blocked query", Op::ScaledDotProductAttention, {q, k, v, amask},
+                   attention_attrs(0), attention_bounds, g_blocked});
   // The same with a finite v: the fully blocked row is exactly zero, forward and backward.
   const Tensor v_finite = tensor({1, 4, 2}, t, {1, 2, -1, 0.5, -1, 0.7, 0.25, 3});
   cases.push_back({"sdpa blocked row", Op::ScaledDotProductAttention, {q, k, v_finite, amask}, attention_attrs(0),
@@ -417,8 +421,9 @@ TEST_SUITE("libtorch.vjps") {
     // The fully blocked query row is exactly zero in the output and in dq, on both sides.
     for (const DType t : {DType::F32, DType::F64}) {
       const std::vector<Case> cases = special_cases(t);
-      const Case& c = cases[2];  // "sdpa blocked row"
-      REQUIRE(c.name == "sdpa blocked row");
+      const auto found = std::find_if(cases.begin(), cases.end(), [](const Case& x) { return x.name == "sdpa blocked row"; });
+      REQUIRE(found != cases.end());
+      const Case& c = *found;
       const Tensor out = lib(c.op).forward(c.inputs, c.attrs).value();
       CHECK(zero_at(out, {false, false, true, true, false, false}));
       const Tensor g = Tensor::full(out.shape(), t, 1.0).value();

@@ -12,8 +12,13 @@
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/gt.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/logical_or.h>
@@ -312,12 +317,44 @@ bool fused_is_exact(const Attention& p, const AttentionViews& a) {
   return std::isfinite(bound) && bound < limit / 4;
 }
 
+bool all_finite(const at::Tensor& t) { return t.numel() == 0 || at::isfinite(t).all().item<bool>(); }
+
+/// out = Σ_j w[.., r, j]·x[.., j, :] over the edges `allowed` lets through (kBool, broadcast over
+/// the batch): a blocked edge adds no term, so a NaN or ±inf in x there cannot reach the row
+/// (TorchLean's hard mask removes the edge; ATen's product would give 0·inf = NaN). The finite
+/// part is one product with the non-finite entries of x zeroed; the non-finite entries are then
+/// put back by counting, per output element, the allowed edges that meet them (0/1 products, exact
+/// for any realistic length): NaN when an allowed edge meets NaN, or meets ±inf with weight 0, or
+/// both infinities meet; else ±inf when one does; else the finite part. w is a softmax (>= 0 or
+/// NaN on a whole row), so an infinity keeps its sign. Used only when x has a non-finite entry.
+void masked_weighted_sum_out(at::Tensor& out, const at::Tensor& w, const at::Tensor& allowed, const at::Tensor& x) {
+  const auto as_count = [&](const at::Tensor& flags) { return flags.to(w.scalar_type()); };
+  const at::Tensor zero = zero_like_scalar(x);
+  const at::Tensor finite_part = at::matmul(w, at::where(at::isfinite(x), x, zero));
+  const at::Tensor positive = at::logical_and(allowed, at::gt(w, 0));
+  const at::Tensor zero_weight = at::logical_and(allowed, at::eq(w, 0));
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor nan_hits = at::add(at::matmul(as_count(allowed), as_count(at::isnan(x))),
+                                      at::matmul(as_count(zero_weight), as_count(at::isinf(x))));
+  const at::Tensor plus = at::gt(at::matmul(as_count(positive), as_count(at::eq(x, inf))), 0);
+  const at::Tensor minus = at::gt(at::matmul(as_count(positive), as_count(at::eq(x, -inf))), 0);
+  const at::Tensor poisoned = at::logical_or(at::gt(nan_hits, 0), at::logical_and(plus, minus));
+  const at::Tensor infinite = at::where(plus, at::scalar_tensor(inf, x.options()),
+                                        at::where(minus, at::scalar_tensor(-inf, x.options()), finite_part));
+  at::where_out(out, poisoned, at::scalar_tensor(std::numeric_limits<double>::quiet_NaN(), x.options()), infinite);
+}
+
 RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(const Attention p, plan_attention(inputs, attrs));
   return guarded("scaled_dot_product_attention", [&] {
     return write_new("scaled_dot_product_attention", p.out_dims, inputs[0].dtype(), [&](at::Tensor& out) {
       const AttentionViews a = attention_views(p, inputs, attrs);
       at::Tensor out3 = out.view({p.batch, p.n, p.dv});
+      if (a.allowed.defined() && !all_finite(a.v)) {
+        // A NaN or ±inf value at a blocked key must add nothing, which no fused kernel knows.
+        masked_weighted_sum_out(out3, attention_weights(p, a), a.allowed, a.v);
+        return;
+      }
       if (!fused_is_exact(p, a)) {
         at::matmul_out(out3, attention_weights(p, a), a.v);
         return;
@@ -326,19 +363,18 @@ RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
         out3.copy_(aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
         return;
       }
-      // A row with no allowed key is the reference's W·v with W = 0 there: zeros, or NaN in a
-      // column where v holds NaN or ±inf (0·inf), where ATen's softmax gives NaN everywhere.
+      // A row with no allowed key sums no term: +0, where ATen's softmax gives NaN everywhere.
       // Such rows are handed to ATen with every key allowed, so nothing NaN is computed for them
-      // (their gradient stays finite under autograd), and their result is replaced by Σ_j 0·v_j.
+      // (their gradient stays finite under autograd), and their result is replaced by zeros.
       const at::Tensor any_allowed = at::any(a.allowed, -1, true);
       const at::Tensor safe = at::logical_or(a.allowed, at::logical_not(any_allowed));
-      const at::Tensor blocked_row = at::sum(at::mul(a.v, 0.0), {1}, true);
-      at::where_out(out3, any_allowed, aten_sdpa(a.q, a.k, a.v, safe, p.scale), blocked_row);
+      at::where_out(out3, any_allowed, aten_sdpa(a.q, a.k, a.v, safe, p.scale), zero_like_scalar(a.v));
     });
   });
 }
 
-/// The tape's local adjoint, composed from ATen ops with the reference's semantics: dv = Wᵀ·g;
+/// The tape's local adjoint, composed from ATen ops with the reference's semantics: dv = Wᵀ·g over
+/// the allowed edges;
 /// dS = scale·W ⊙ (dW − Σ_allowed W·dW) with dW = g·vᵀ, exactly 0 at blocked keys (which add no
 /// term, so a non-finite v or g there leaves dq and dk finite); dq = dS·k, dk = dSᵀ·q.
 Grads attention_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
@@ -368,7 +404,12 @@ Grads attention_backward(Inputs inputs, const Tensor& output, const Tensor& grad
     }));
     CAPSULE_TRY(Tensor dv, write_like("scaled_dot_product_attention", inputs[2], [&](at::Tensor& out) {
       at::Tensor out3 = out.view({p.batch, p.m, p.dv});
-      at::matmul_out(out3, last_two_swapped(w), g);
+      if (a.allowed.defined() && !all_finite(g)) {
+        // A blocked query adds no term to a key's gradient: the forward's edges, transposed.
+        masked_weighted_sum_out(out3, last_two_swapped(w), last_two_swapped(a.allowed), g);
+      } else {
+        at::matmul_out(out3, last_two_swapped(w), g);
+      }
     }));
     std::vector<Tensor> grads{dq, dk, dv};
     if (inputs.size() == 4) grads.emplace_back();  // the mask takes no gradient

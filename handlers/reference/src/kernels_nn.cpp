@@ -855,6 +855,25 @@ const T* mask_for(const AttentionPlan& p, std::span<const Tensor> inputs, std::i
   return p.batched_mask ? base + b * p.n * p.m : base;
 }
 
+/// dst[rows×cols] = Σ_j w[r, j]·x[j, :] over the edges (r, j) that `edge` allows, each element the
+/// fixed-left sum from +0 (gemm_fixed_left's fold restricted to allowed terms). A blocked edge adds
+/// no term, so a non-finite x there cannot reach the row: TorchLean's hard mask removes the edge,
+/// not only its weight (docs/special-values.md). With every edge allowed it equals the gemm bit
+/// for bit; it is used only when a mask or the causal flag blocks something.
+template <class T, class Edge>
+void masked_product(const T* w, const T* x, T* dst, std::int64_t rows, std::int64_t inner, std::int64_t cols,
+                    Edge&& edge) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      T acc = T(0);
+      for (std::int64_t j = 0; j < inner; ++j) {
+        if (edge(r, j)) acc = acc + w[r * inner + j] * x[j * cols + c];
+      }
+      dst[r * cols + c] = acc;
+    }
+  }
+}
+
 RuntimeResult<Tensor> attention_forward(std::span<const Tensor> inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(AttentionPlan p, plan_attention(inputs, attrs));
   CAPSULE_TRY(Tensor out, new_tensor(p.out_shape, inputs[0].dtype()));
@@ -864,9 +883,17 @@ RuntimeResult<Tensor> attention_forward(std::span<const Tensor> inputs, const Op
     for (std::int64_t b = 0; b < p.batch; ++b) {
       attention_weights(p, attrs, inputs[0].data<T>() + b * p.n * p.d, inputs[1].data<T>() + b * p.m * p.d,
                         mask_for<T>(p, inputs, b), w.data(), scratch);
-      // out = W·v over every key j; a blocked key's weight is exactly 0.
-      gemm_fixed_left(w.data(), inputs[2].data<T>() + b * p.m * p.dv, out.mutable_data<T>() + b * p.n * p.dv, p.n,
-                      p.m, p.dv);
+      // out = W·v over the allowed keys: a blocked key adds no term, so a NaN or ±inf value there
+      // leaves the query's output untouched (and a fully blocked row is +0).
+      const T* v = inputs[2].data<T>() + b * p.m * p.dv;
+      T* o = out.mutable_data<T>() + b * p.n * p.dv;
+      const T* mask = mask_for<T>(p, inputs, b);
+      if (mask == nullptr && !attrs.causal) {
+        gemm_fixed_left(w.data(), v, o, p.n, p.m, p.dv);
+      } else {
+        masked_product(w.data(), v, o, p.n, p.m, p.dv,
+                       [&](std::int64_t i, std::int64_t j) { return attention_allowed(p, attrs, mask, i, j); });
+      }
     }
   });
   return out;
@@ -892,8 +919,15 @@ RuntimeResult<std::vector<Tensor>> attention_backward(std::span<const Tensor> in
       const T* mask = mask_for<T>(p, inputs, b);
       attention_weights(p, attrs, q, k, mask, w.data(), scratch);
       transpose_into(w.data(), wt.data(), p.n, p.m);
-      // dv = Wᵀ·g
-      gemm_fixed_left(wt.data(), g, grads[2].mutable_data<T>() + b * p.m * p.dv, p.m, p.n, p.dv);
+      // dv = Wᵀ·g over the allowed edges: a blocked query adds no term to a key's gradient, so a
+      // non-finite g there leaves dv finite (the forward's edges, transposed).
+      T* dv = grads[2].mutable_data<T>() + b * p.m * p.dv;
+      if (mask == nullptr && !attrs.causal) {
+        gemm_fixed_left(wt.data(), g, dv, p.m, p.n, p.dv);
+      } else {
+        masked_product(wt.data(), g, dv, p.m, p.n, p.dv,
+                       [&](std::int64_t j, std::int64_t i) { return attention_allowed(p, attrs, mask, i, j); });
+      }
       // dW = g·vᵀ, then the softmax adjoint dS = W ⊙ (dW − Σ_j W·dW), scaled once. A blocked
       // key adds no term and gets exactly 0, as in hard_masked_softmax's adjoint.
       transpose_into(v, vt.data(), p.m, p.dv);
