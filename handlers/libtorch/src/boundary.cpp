@@ -135,6 +135,7 @@ namespace capsule {
 RuntimeStatus register_libtorch_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(libtorch::register_pointwise_handlers(registry));
   CAPSULE_CHECK(libtorch::register_nn_handlers(registry));
+  CAPSULE_CHECK(libtorch::register_norm_index_handlers(registry));
   return std::monostate{};
 }
 

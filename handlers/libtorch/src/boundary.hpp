@@ -97,5 +97,6 @@ HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
 /// Each kernel family registers its own handlers; register_libtorch_handlers calls them all.
 RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry);  // kernels_pointwise.cpp
 RuntimeStatus register_nn_handlers(HandlerRegistry& registry);         // kernels_nn.cpp
+RuntimeStatus register_norm_index_handlers(HandlerRegistry& registry); // kernels_norm_index.cpp
 
 }  // namespace capsule::libtorch
