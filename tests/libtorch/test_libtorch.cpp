@@ -227,6 +227,21 @@ std::vector<ParityCase> parity_cases() {
   OpAttrs scale;
   scale.alpha = -0.37;
   unary(Op::Scale, kExact, kExact, -3.0, 3.0, scale);
+  // lt-ops: the remaining elementwise activations (bounds derived in docs/libtorch.md).
+  OpAttrs clamp;
+  clamp.lo = -1.0;
+  clamp.hi = 0.5;
+  unary(Op::Clamp, kExact, kExact, -3.0, 3.0, clamp);
+  OpAttrs tie_bounds;  // a degenerate interval: every element on one bound
+  tie_bounds.lo = 0.25;
+  tie_bounds.hi = 0.25;
+  unary(Op::Clamp, kExact, kExact, -1.0, 1.0, tie_bounds);
+  OpAttrs safe_log;
+  safe_log.eps = 0.5;  // about a third of the inputs lie below eps
+  unary(Op::SafeLog, ulps4, kExact, 0.0, 2.0, safe_log);
+  unary(Op::SafeLog, ulps4, kExact, 0.0, 2.0);  // default eps
+  unary(Op::Softplus, ulps8, ulps8, -30.0, 30.0);
+  unary(Op::Silu, ulps8, {Bound::Lane, 96}, -4.0, 4.0);
 
   // Softmax family: lanes of n along the axis; the bound is k·n·u·max(1, ‖y‖∞).
   for (const Op op : {Op::Softmax, Op::LogSoftmax}) {
@@ -299,6 +314,62 @@ std::vector<ParityCase> parity_cases() {
   OpAttrs bcast_same;
   bcast_same.shape = {4};
   cases.push_back({"broadcast [1] to [4]", Op::Broadcast, {{{1}}}, bcast_same, kExact, {Bound::Terms, 2}, 4});
+  // lt-ops: normalisations (bound k·n·u·max(1, ‖r‖∞), n = the elements of the case; see
+  // docs/libtorch.md) and the index and block ops (data movement and index_add in the
+  // reference's order: exact).
+  const Tolerance norm_fwd{Bound::Lane, 4};
+  const Tolerance norm_bwd{Bound::Lane, 8};
+  cases.push_back({"layer_norm affine", Op::LayerNorm, {{{3, 8}}, {{8}}, {{8}}}, {}, norm_fwd, norm_bwd, 24});
+  OpAttrs norm_eps;
+  norm_eps.eps = 1e-3;
+  cases.push_back({"layer_norm rank-3 eps", Op::LayerNorm, {{{2, 3, 5}}}, norm_eps, norm_fwd, norm_bwd, 30});
+  cases.push_back({"layer_norm gamma only", Op::LayerNorm, {{{4, 6}}, {{6}}}, {}, norm_fwd, norm_bwd, 24});
+  // A constant group (size 1 here) has rstd = 1/√eps; ATen's fused affine form leaves rounding
+  // noise of u·|x|·rstd·|γ| where the reference's x̂ is exactly 0 (docs/libtorch.md): with
+  // eps = 0.25 (rstd 2, |x|, |γ| ≤ 2) that is within n = 8.
+  OpAttrs constant_group;
+  constant_group.eps = 0.25;
+  cases.push_back(
+      {"layer_norm size-1 rows", Op::LayerNorm, {{{4, 1}}, {{1}}, {{1}}}, constant_group, norm_fwd, norm_bwd, 8});
+  cases.push_back({"layer_norm size-0", Op::LayerNorm, {{{0, 5}}, {{5}}, {{5}}}, {}, kExact, kExact, 1});
+  cases.push_back({"layer_norm empty rows", Op::LayerNorm, {{{3, 0}}, {{0}}}, {}, kExact, kExact, 1});
+  cases.push_back({"batch_norm affine", Op::BatchNorm, {{{4, 3, 5}}, {{3}}, {{3}}}, {}, norm_fwd, norm_bwd, 60});
+  cases.push_back({"batch_norm rank-2", Op::BatchNorm, {{{6, 2}}}, norm_eps, norm_fwd, norm_bwd, 12});
+  cases.push_back({"batch_norm 2-d gamma only", Op::BatchNorm, {{{2, 3, 2, 2}}, {{3}}}, {}, norm_fwd, norm_bwd, 24});
+  cases.push_back(
+      {"batch_norm one per channel", Op::BatchNorm, {{{1, 3, 1}}, {{3}}, {{3}}}, constant_group, norm_fwd, norm_bwd, 8});
+  cases.push_back({"batch_norm size-0", Op::BatchNorm, {{{0, 3, 2}}, {{3}}, {{3}}}, {}, kExact, kExact, 1});
+  auto indexed = [](std::int64_t axis, std::vector<std::int64_t> indices) {
+    OpAttrs a;
+    a.axis = axis;
+    a.indices = std::move(indices);
+    return a;
+  };
+  cases.push_back({"gather axis 0 repeats", Op::Gather, {{{4, 5}}}, indexed(0, {3, 0, 3, 1, 3}), kExact, kExact});
+  cases.push_back({"gather axis -1", Op::Gather, {{{2, 3, 6}}}, indexed(-1, {5, 5, 0}), kExact, kExact});
+  cases.push_back({"gather no indices", Op::Gather, {{{3, 4}}}, indexed(1, {}), kExact, kExact});
+  cases.push_back({"gather size-0", Op::Gather, {{{0, 3}}}, indexed(1, {2, 0}), kExact, kExact});
+  cases.push_back({"gather size-1 axis", Op::Gather, {{{1, 4}}}, indexed(0, {0, 0}), kExact, kExact});
+  cases.push_back(
+      {"scatter_add repeats", Op::ScatterAdd, {{{5, 3}}, {{4, 3}}}, indexed(0, {1, 4, 1, 1}), kExact, kExact});
+  cases.push_back({"scatter_add axis 1", Op::ScatterAdd, {{{2, 4, 2}}, {{2, 3, 2}}}, indexed(1, {3, 0, 3}), kExact,
+                   kExact});
+  cases.push_back({"scatter_add no indices", Op::ScatterAdd, {{{2, 4}}, {{2, 0}}}, indexed(1, {}), kExact, kExact});
+  cases.push_back({"concat axis 1", Op::Concat, {{{2, 3}}, {{2, 1}}, {{2, 0}}, {{2, 2}}}, with_axis(1), kExact, kExact});
+  cases.push_back({"concat axis 0", Op::Concat, {{{1, 4}}, {{3, 4}}}, with_axis(0), kExact, kExact});
+  cases.push_back({"concat one input", Op::Concat, {{{3, 2}}}, with_axis(-1), kExact, kExact});
+  cases.push_back({"concat size-0", Op::Concat, {{{0, 2}}, {{0, 3}}}, with_axis(1), kExact, kExact});
+  auto sliced = [](std::int64_t axis, std::int64_t start, std::int64_t end) {
+    OpAttrs a;
+    a.axis = axis;
+    a.start = start;
+    a.end = end;
+    return a;
+  };
+  cases.push_back({"slice axis 1", Op::Slice, {{{4, 5}}}, sliced(1, 1, 4), kExact, kExact});
+  cases.push_back({"slice axis 0 whole", Op::Slice, {{{3, 2, 2}}}, sliced(0, 0, 3), kExact, kExact});
+  cases.push_back({"slice empty range", Op::Slice, {{{4, 5}}}, sliced(-1, 2, 2), kExact, kExact});
+  cases.push_back({"slice size-0", Op::Slice, {{{3, 0}}}, sliced(1, 0, 0), kExact, kExact});
   return cases;
 }
 
@@ -334,6 +405,31 @@ void check_forward(const ParityCase& c, DType dtype, std::uint64_t seed) {
   CHECK_MESSAGE(miss.empty(), to_string(dtype) << ": " << miss);
 }
 
+/// A handler that keeps forward state (forward_saving / backward_saved): its saving forward gives
+/// the plain forward's bits, and the adjoint from that state gives the recomputing adjoint's
+/// bits (`recomputed`), leaving inputs, output and gradient unchanged.
+void check_saved_state(const ParityCase& c, const std::vector<Tensor>& inputs, const Tensor& grad,
+                       const std::vector<Tensor>& recomputed) {
+  const HandlerSpec& h = libtorch_handler(c.op);
+  if (h.forward_saving == nullptr) return;
+  REQUIRE((h.backward_saved != nullptr));
+  const Tensor plain = h.forward(inputs, c.attrs).value();
+  RuntimeResult<SavingForwardResult> saving = h.forward_saving(inputs, c.attrs);
+  REQUIRE_MESSAGE(saving.has_value(), saving.error().message);
+  CHECK(bytes_of(saving->output) == bytes_of(plain));
+  // An empty input has nothing to keep; every other call keeps the statistics or indices.
+  CHECK((saving->saved != nullptr) == (inputs[0].numel() != 0));
+  std::vector<std::vector<unsigned char>> before;
+  for (const Tensor& t : inputs) before.push_back(bytes_of(t));
+  const auto from_state = h.backward_saved(inputs, saving->output, grad, c.attrs, saving->saved.get());
+  REQUIRE_MESSAGE(from_state.has_value(), from_state.error().message);
+  for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(bytes_of(inputs[i]) == before[i]);
+  REQUIRE(from_state->size() == recomputed.size());
+  for (std::size_t i = 0; i < recomputed.size(); ++i) {
+    CHECK_MESSAGE(bytes_of((*from_state)[i]) == bytes_of(recomputed[i]), "gradient " << i << " from saved state");
+  }
+}
+
 /// Adjoint parity of one case in one dtype; checks inputs, output and gradient stay unchanged.
 void check_backward(const ParityCase& c, DType dtype, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -365,6 +461,7 @@ void check_backward(const ParityCase& c, DType dtype, std::uint64_t seed) {
     const std::string miss = compare((*lib)[i], (*ref)[i], c.backward, &terms[i], c.terms);
     CHECK_MESSAGE(miss.empty(), to_string(dtype) << " gradient " << i << ": " << miss);
   }
+  check_saved_state(c, inputs, grad, *lib);
 }
 
 /// Special-value classes for the pointwise ops: every element of {NaN, ±inf, ±0, ±1, a
@@ -381,8 +478,9 @@ const std::vector<Op>& special_binary_ops() {
   return ops;
 }
 const std::vector<Op>& special_unary_ops() {
-  static const std::vector<Op> ops{Op::Neg,  Op::Abs, Op::Sqrt, Op::Relu, Op::Gelu, Op::Sigmoid, Op::Tanh,
-                                   Op::Exp,  Op::Log, Op::Sin,  Op::Cos,  Op::Inv,  Op::Scale};
+  static const std::vector<Op> ops{Op::Neg,  Op::Abs,   Op::Sqrt,    Op::Relu,     Op::Gelu, Op::Sigmoid,
+                                   Op::Tanh, Op::Exp,   Op::Log,     Op::Sin,      Op::Cos,  Op::Inv,
+                                   Op::Scale, Op::Clamp, Op::SafeLog, Op::Softplus, Op::Silu};
   return ops;
 }
 
@@ -398,6 +496,8 @@ void check_special(Op op, std::vector<Tensor> inputs, bool backward) {
   const OpAttrs attrs = [&] {
     OpAttrs a;
     a.alpha = -0.37;
+    a.lo = -1.0;  // clamp: ±1 and 2.5 of the special values sit on or beyond a bound
+    a.hi = 1.0;
     return a;
   }();
   const Tensor out = oracle(op).forward(inputs, attrs).value();
@@ -526,6 +626,129 @@ TEST_SUITE("libtorch.vjps") {
   TEST_CASE("pointwise adjoints match the reference on the special-value classes") { check_specials(true); }
   TEST_CASE("softmax and log_softmax adjoints with NaN and infinities match the reference") {
     check_softmax_specials(true);
+  }
+}
+
+// lt-ops: special values, refused differences and payload errors of the ops added for coverage.
+TEST_SUITE("libtorch.values") {
+  TEST_CASE("clamp keeps x on a signed-zero tie with a bound, as the reference") {
+    OpAttrs zero;
+    zero.lo = 0.0;
+    zero.hi = 0.0;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      const Tensor x = Tensor::from_values({5}, dtype, {-0.0, 0.0, nan, -1.0, 1.0}).value();
+      const std::vector<Tensor> in{x};
+      const Tensor ref = oracle(Op::Clamp).forward(in, zero).value();
+      const Tensor lib = libtorch_handler(Op::Clamp).forward(in, zero).value();
+      CHECK(compare(lib, ref, kExact, nullptr, 1).empty());
+      CHECK(std::signbit(lib.to_vector()[0]));
+    }
+  }
+  TEST_CASE("payload the reference rejects is rejected before ATen runs") {
+    const Tensor x = Tensor::from_values({2}, DType::F32, {1, 2}).value();
+    const std::vector<Tensor> in{x};
+    OpAttrs unordered;
+    unordered.lo = 1.0;
+    unordered.hi = -1.0;
+    OpAttrs nan_bound;
+    nan_bound.lo = std::numeric_limits<double>::quiet_NaN();
+    OpAttrs negative_eps;
+    negative_eps.eps = -1.0;
+    OpAttrs infinite_alpha;
+    infinite_alpha.alpha = std::numeric_limits<double>::infinity();
+    const std::vector<std::pair<Op, OpAttrs>> bad{{Op::Clamp, unordered},
+                                                  {Op::Clamp, nan_bound},
+                                                  {Op::SafeLog, negative_eps},
+                                                  {Op::Scale, infinite_alpha},
+                                                  {Op::LayerNorm, negative_eps}};
+    for (const auto& [op, attrs] : bad) {
+      CAPTURE(to_string(op));
+      const auto ref = oracle(op).forward(in, attrs);
+      const auto lib = libtorch_handler(op).forward(in, attrs);
+      REQUIRE_FALSE(ref.has_value());
+      REQUIRE_FALSE(lib.has_value());
+      CHECK(lib.error().code == RuntimeCode::InvalidArgument);
+      CHECK(lib.error().message == ref.error().message);
+    }
+  }
+  TEST_CASE("layer_norm and batch_norm groups holding NaN, infinities or one repeated value match the reference") {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      CAPTURE(to_string(dtype));
+      const Tensor x = Tensor::from_values({4, 3}, dtype, {1, nan, 2, inf, 0, 1, 3, 3, 3, -inf, 1, inf}).value();
+      for (const Op op : {Op::LayerNorm, Op::BatchNorm}) {
+        CAPTURE(to_string(op));
+        const std::vector<Tensor> in{x};
+        const Tensor ref = oracle(op).forward(in, {}).value();
+        const Tensor lib = libtorch_handler(op).forward(in, {}).value();
+        CHECK(compare(lib, ref, {Bound::Lane, 4}, nullptr, 12).empty());
+        const Tensor grad = Tensor::full(ref.shape(), dtype, 0.5).value();
+        const auto rg = oracle(op).backward(in, ref, grad, {}).value();
+        const auto lg = libtorch_handler(op).backward(in, ref, grad, {}).value();
+        CHECK(compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 12).empty());
+      }
+    }
+  }
+  TEST_CASE("a finite group whose variance overflows ATen's accumulation is refused, never normalised to zeros") {
+    // float32 layer_norm accumulates in float32: 1e20² overflows. The reference scales the row
+    // and normalises it; the LibTorch handler says why it cannot.
+    const Tensor x = Tensor::from_values({2, 4}, DType::F32, {1e20, -1e20, 1e20, 0, 1, 2, 3, 4}).value();
+    const std::vector<Tensor> in{x};
+    REQUIRE(oracle(Op::LayerNorm).forward(in, {}).has_value());
+    const auto lib = libtorch_handler(Op::LayerNorm).forward(in, {});
+    REQUIRE_FALSE(lib.has_value());
+    CHECK(lib.error().code == RuntimeCode::InvalidArgument);
+    CHECK(testing::has(lib.error().message, "overflows in ATen's accumulation"));
+    const Tensor grad = Tensor::full(x.shape(), DType::F32, 1.0).value();
+    CHECK_FALSE(libtorch_handler(Op::LayerNorm).backward(in, x, grad, {}).has_value());
+    // float64 batch_norm accumulates in double: 1e200² overflows it too.
+    const Tensor y = Tensor::from_values({4, 1}, DType::F64, {1e200, -1e200, 1e200, 0}).value();
+    const std::vector<Tensor> by{y};
+    REQUIRE(oracle(Op::BatchNorm).forward(by, {}).has_value());
+    const auto bn = libtorch_handler(Op::BatchNorm).forward(by, {});
+    REQUIRE_FALSE(bn.has_value());
+    CHECK(testing::has(bn.error().message, "overflows in ATen's accumulation"));
+  }
+  TEST_CASE("gather, scatter_add, concat and slice reject what the reference rejects, with its message") {
+    const Tensor x = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
+    OpAttrs out_of_range;
+    out_of_range.axis = 1;
+    out_of_range.indices = {0, 3};
+    OpAttrs negative;
+    negative.axis = 0;
+    negative.indices = {-1};
+    OpAttrs bad_axis;
+    bad_axis.axis = 2;
+    OpAttrs past_end;
+    past_end.axis = 1;
+    past_end.start = 1;
+    past_end.end = 4;
+    OpAttrs reversed;
+    reversed.axis = 0;
+    reversed.start = 2;
+    reversed.end = 1;
+    const Tensor other = Tensor::from_values({3, 2}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
+    struct Bad {
+      Op op;
+      std::vector<Tensor> inputs;
+      OpAttrs attrs;
+    };
+    const std::vector<Bad> bad{{Op::Gather, {x}, out_of_range},  {Op::Gather, {x}, negative},
+                               {Op::Gather, {x}, bad_axis},      {Op::ScatterAdd, {x, x}, out_of_range},
+                               {Op::ScatterAdd, {x, other}, negative}, {Op::Slice, {x}, past_end},
+                               {Op::Slice, {x}, reversed},       {Op::Concat, {x, other}, with_axis(0)},
+                               {Op::Concat, {}, with_axis(0)}};
+    for (const Bad& b : bad) {
+      CAPTURE(to_string(b.op));
+      const auto ref = oracle(b.op).forward(b.inputs, b.attrs);
+      const auto lib = libtorch_handler(b.op).forward(b.inputs, b.attrs);
+      REQUIRE_FALSE(ref.has_value());
+      REQUIRE_FALSE(lib.has_value());
+      CHECK(lib.error().code == ref.error().code);
+      CHECK(lib.error().message == ref.error().message);
+    }
   }
 }
 

@@ -136,6 +136,7 @@ RuntimeStatus register_libtorch_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(libtorch::register_pointwise_handlers(registry));
   CAPSULE_CHECK(libtorch::register_nn_handlers(registry));
   CAPSULE_CHECK(libtorch::register_attention_handlers(registry));
+  CAPSULE_CHECK(libtorch::register_norm_index_handlers(registry));
   return std::monostate{};
 }
 

@@ -98,5 +98,6 @@ HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
 RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry);  // kernels_pointwise.cpp
 RuntimeStatus register_nn_handlers(HandlerRegistry& registry);         // kernels_nn.cpp
 RuntimeStatus register_attention_handlers(HandlerRegistry& registry);  // kernels_attention.cpp
+RuntimeStatus register_norm_index_handlers(HandlerRegistry& registry); // kernels_norm_index.cpp
 
 }  // namespace capsule::libtorch

@@ -23,6 +23,7 @@
 
 #include <ATen/core/Reduction.h>
 
+#include <memory>
 #include <numeric>
 
 #include "boundary.hpp"
@@ -340,22 +341,43 @@ RuntimeResult<Window> pool_window(Inputs inputs, const OpAttrs& attrs) {
   return win;
 }
 
-RuntimeResult<Tensor> max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
+/// max_pool's forward keeps ATen's argmax indices (kLong, ATen's own) for the adjoint.
+struct PoolState final : SavedState {
+  at::Tensor indices;
+};
+
+RuntimeResult<SavingForwardResult> max_pool_forward_saving(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(Window win, pool_window(inputs, attrs));
-  return guarded("max_pool", [&] {
+  return guarded("max_pool", [&]() -> RuntimeResult<SavingForwardResult> {
     auto [y, indices] = at::max_pool2d_with_indices(as_2d(view_input(inputs[0]), win.one_d), win.kernel, win.stride,
                                                     win.padding, win.dilation, false);
-    return copy_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype());
+    CAPSULE_TRY(Tensor out, copy_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype()));
+    auto state = std::make_unique<PoolState>();
+    state->indices = indices;
+    return SavingForwardResult{out, std::move(state)};
   });
 }
 
-Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+RuntimeResult<Tensor> max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(SavingForwardResult result, max_pool_forward_saving(inputs, attrs));
+  return result.output;
+}
+
+/// The adjoint routes each output gradient to the argmax the forward chose (its saved indices);
+/// a call without them (untaped, or the plain `backward`) recomputes them with the same forward.
+Grads max_pool_backward_saved(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs,
+                              const SavedState* saved) {
   CAPSULE_TRY(Window win, pool_window(inputs, attrs));
   CAPSULE_CHECK(expect_grad("max_pool", inputs, output, grad));
   return guarded("max_pool", [&]() -> Grads {
     const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
-    // The backward kernel receives no forward state, so the argmax indices are recomputed.
-    auto [y, indices] = at::max_pool2d_with_indices(x, win.kernel, win.stride, win.padding, win.dilation, false);
+    const auto* state = dynamic_cast<const PoolState*>(saved);
+    at::Tensor indices;
+    if (state != nullptr) {
+      indices = state->indices;
+    } else {
+      indices = std::get<1>(at::max_pool2d_with_indices(x, win.kernel, win.stride, win.padding, win.dilation, false));
+    }
     CAPSULE_TRY(Tensor gx, write_like("max_pool", inputs[0], [&](at::Tensor& out) {
       at::Tensor out2 = as_2d(out, win.one_d);
       at::max_pool2d_with_indices_backward_out(out2, as_2d(view_input(grad), win.one_d), x,
@@ -363,6 +385,10 @@ Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
     }));
     return std::vector<Tensor>{gx};
   });
+}
+
+Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  return max_pool_backward_saved(inputs, output, grad, attrs, nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -496,7 +522,10 @@ RuntimeStatus register_nn_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(spec_for(Op::MseLoss, mse_loss_forward, mse_loss_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::CrossEntropy, cross_entropy_forward, cross_entropy_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::Conv, conv_forward, conv_backward)));
-  CAPSULE_CHECK(registry.add(spec_for(Op::MaxPool, max_pool_forward, max_pool_backward)));
+  HandlerSpec max_pool = spec_for(Op::MaxPool, max_pool_forward, max_pool_backward);
+  max_pool.forward_saving = max_pool_forward_saving;
+  max_pool.backward_saved = max_pool_backward_saved;
+  CAPSULE_CHECK(registry.add(std::move(max_pool)));
   CAPSULE_CHECK(registry.add(spec_for(Op::Reshape, reshape_forward, reshape_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::Permute, permute_forward, permute_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::Broadcast, broadcast_forward, broadcast_backward)));

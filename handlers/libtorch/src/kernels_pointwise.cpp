@@ -8,6 +8,7 @@
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/erfc.h>
@@ -16,11 +17,15 @@
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/log.h>
+#include <ATen/ops/log1p.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/logical_or.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/reciprocal.h>
+#include <ATen/ops/rsub.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
@@ -36,6 +41,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 
+#include <cmath>
 #include <numbers>
 
 #include "boundary.hpp"
@@ -119,9 +125,51 @@ void nan_slope(at::Tensor& out, const at::Tensor& x, const at::Tensor& slope) {
   at::where_out(out, at::isnan(x), x, slope);
 }
 
+/// σ(x) as the reference computes it: exp is only taken of −|x| ≤ 0, so no intermediate
+/// overflows (ATen's sigmoid and silu form 1/(1 + e^−x) and flush to 0 where σ is subnormal).
+at::Tensor stable_sigmoid(const at::Tensor& x) {
+  const at::Tensor e = at::exp(at::neg(at::abs(x)));
+  const at::Tensor den = at::add(e, 1.0);
+  return at::where(at::ge(x, 0), at::reciprocal(den), at::div(e, den));
+}
+
+constexpr double kSafeLogDefaultEps = 1e-12;
+
+/// safe_log's eps in the element type, as the reference rounds it (0 = the default 1e-12).
+at::Scalar safe_log_eps(const OpAttrs& attrs, const at::Tensor& like) {
+  const double eps = attrs.eps == 0.0 ? kSafeLogDefaultEps : attrs.eps;
+  if (like.scalar_type() == at::kFloat) return at::Scalar(static_cast<double>(static_cast<float>(eps)));
+  return at::Scalar(eps);
+}
+
+/// The payload checks of the unary ops that read one, with the reference's limits and codes:
+/// scale's alpha finite, clamp's bounds ordered (NaN is not), safe_log's eps finite and >= 0.
+RuntimeStatus expect_unary_payload(Op op, const OpAttrs& attrs) {
+  if (op == Op::Scale && !std::isfinite(attrs.alpha)) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("scale: alpha is ", attrs.alpha, "; expected a finite factor"));
+  }
+  if (op == Op::Clamp && !(attrs.lo <= attrs.hi)) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("clamp: bounds lo = ", attrs.lo, " and hi = ", attrs.hi,
+                                                           " are not ordered; expected lo <= hi"));
+  }
+  if (op == Op::SafeLog && !(attrs.eps >= 0.0 && std::isfinite(attrs.eps))) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("safe_log: eps is ", attrs.eps, "; expected a finite eps > 0 (0 = default 1e-12)"));
+  }
+  return std::monostate{};
+}
+
+/// The element type's value of a payload bound (clamp's lo and hi), rounded as the reference
+/// rounds it.
+at::Scalar payload_scalar(double value, const at::Tensor& like) {
+  if (like.scalar_type() == at::kFloat) return at::Scalar(static_cast<double>(static_cast<float>(value)));
+  return at::Scalar(value);
+}
+
 template <Op kOp>
 RuntimeResult<Tensor> unary_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
+  CAPSULE_CHECK(expect_unary_payload(kOp, attrs));
   return guarded(to_string(kOp), [&] {
     return write_like(to_string(kOp), inputs[0], [&](at::Tensor& out) {
       const at::Tensor x = view_input(inputs[0]);
@@ -138,6 +186,20 @@ RuntimeResult<Tensor> unary_forward(Inputs inputs, const OpAttrs& attrs) {
       else if constexpr (kOp == Op::Sin) at::sin_out(out, x);
       else if constexpr (kOp == Op::Cos) at::cos_out(out, x);
       else if constexpr (kOp == Op::Inv) at::reciprocal_out(out, x);
+      // clamp: min(max(x, lo), hi) selected explicitly. ATen's clamp does not promise which zero
+      // a ±0 tie with a bound returns (its vector max/min take the second operand); the table
+      // keeps x there, and NaN stays NaN (both comparisons are false).
+      else if constexpr (kOp == Op::Clamp) {
+        const at::Tensor lo = at::scalar_tensor(payload_scalar(attrs.lo, x), x.options());
+        const at::Tensor hi = at::scalar_tensor(payload_scalar(attrs.hi, x), x.options());
+        const at::Tensor low = at::where(at::lt(x, lo), lo, x);
+        at::where_out(out, at::lt(hi, low), hi, low);
+      }
+      else if constexpr (kOp == Op::SafeLog) at::log_out(out, at::clamp_min(x, safe_log_eps(attrs, x)));
+      // softplus: max(x, 0) + log1p(e^−|x|), the reference's form. ATen's softplus returns x
+      // itself above its threshold (20), which differs in float64 (by e^−x), so it is composed.
+      else if constexpr (kOp == Op::Softplus) at::add_out(out, at::clamp_min(x, 0), at::log1p(at::exp(at::neg(at::abs(x)))));
+      else if constexpr (kOp == Op::Silu) at::mul_out(out, x, stable_sigmoid(x));
       else at::mul_out(out, x, at::scalar_tensor(attrs.alpha, x.options()));  // scale
     });
   });
@@ -146,6 +208,7 @@ RuntimeResult<Tensor> unary_forward(Inputs inputs, const OpAttrs& attrs) {
 template <Op kOp>
 Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
+  CAPSULE_CHECK(expect_unary_payload(kOp, attrs));
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
   const std::string op(to_string(kOp));
   return guarded(op, [&]() -> Grads {
@@ -169,7 +232,20 @@ Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, co
       else if constexpr (kOp == Op::Sin) at::mul_out(out, g, at::cos(x));
       else if constexpr (kOp == Op::Cos) at::neg_out(out, at::mul(g, at::sin(x)));
       else if constexpr (kOp == Op::Inv) at::neg_out(out, at::mul(g, at::mul(y, y)));
-      else at::mul_out(out, g, at::scalar_tensor(attrs.alpha, g.options()));  // scale
+      else if constexpr (kOp == Op::Clamp) {
+        // both bounds pass the gradient (lo <= x <= hi, as ATen's clamp_backward); NaN slope at NaN
+        const at::Tensor inside = at::logical_and(at::ge(x, payload_scalar(attrs.lo, x)),
+                                                  at::le(x, payload_scalar(attrs.hi, x)));
+        nan_slope(out, x, at::where(inside, g, at::zeros_like(g)));
+      } else if constexpr (kOp == Op::SafeLog) {
+        // the right-hand derivative at x = eps, none below it; NaN slope at NaN
+        nan_slope(out, x, at::where(at::ge(x, safe_log_eps(attrs, x)), at::div(g, x), at::zeros_like(g)));
+      } else if constexpr (kOp == Op::Softplus) at::mul_out(out, g, stable_sigmoid(x));
+      else if constexpr (kOp == Op::Silu) {
+        // σ(x)·(1 + x·(1 − σ(x)))
+        const at::Tensor s = stable_sigmoid(x);
+        at::mul_out(out, g, at::mul(s, at::add(at::mul(x, at::rsub(s, 1.0)), 1.0)));
+      } else at::mul_out(out, g, at::scalar_tensor(attrs.alpha, g.options()));  // scale
     }));
     return std::vector<Tensor>{gx};
   });
@@ -302,6 +378,11 @@ RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry) {
   CAPSULE_LIBTORCH_UNARY(Op::Cos);
   CAPSULE_LIBTORCH_UNARY(Op::Inv);
   CAPSULE_LIBTORCH_UNARY(Op::Scale);
+  // lt-ops: the remaining elementwise activations
+  CAPSULE_LIBTORCH_UNARY(Op::Clamp);
+  CAPSULE_LIBTORCH_UNARY(Op::SafeLog);
+  CAPSULE_LIBTORCH_UNARY(Op::Softplus);
+  CAPSULE_LIBTORCH_UNARY(Op::Silu);
 #undef CAPSULE_LIBTORCH_BINARY
 #undef CAPSULE_LIBTORCH_UNARY
   CAPSULE_CHECK(registry.add(spec_for(Op::Softmax, softmax_forward<Op::Softmax>, softmax_backward<Op::Softmax>)));
