@@ -27,6 +27,7 @@
 #include "capsule/build_info.hpp"
 #include "capsule/text.hpp"
 #include "ledger_recorder.hpp"
+#include "linked_handlers.hpp"
 #include "suite_coverage.hpp"
 #include "test_support.hpp"
 
@@ -104,7 +105,8 @@ bool write_ledger(const std::string& path) {
   const capsule::EvidenceManifest manifest =
       capsule::testing::declared_manifest(capsule::testing::declaring_suites());
   const capsule::EvidenceLedger ledger =
-      capsule::testing::recorded_ledger(manifest, capsule::current_fingerprint(), utc_now());
+      // The CLI's fingerprint: the build's, and the linked providers' (LibTorch's BLAS and threads).
+      capsule::testing::recorded_ledger(manifest, capsule::cli::linked_fingerprint(), utc_now());
   const std::string problem = capsule::write_file_atomically(path, capsule::write_evidence_ledger(ledger));
   if (!problem.empty()) {
     std::cerr << "capsule_tests --ledger: cannot write " << path << ": " << problem << "\n";

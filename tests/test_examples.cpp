@@ -202,3 +202,44 @@ TEST_SUITE("examples") {
     CHECK(status.error().code == capsule::RuntimeCode::UnknownExample);
   }
 }
+
+// --- provider boundary copies in the run report (issue 10, copy accounting) ---
+TEST_SUITE("examples") {
+  TEST_CASE("a run reports the boundary copies its providers added, by op, and says none when there are none") {
+    // A provider's counters are cumulative in the process; the report prints what the run added,
+    // and only for a provider whose capsules ran (checked_cpu runs reference capsules only).
+    std::uint64_t calls = 0;
+    capsule::examples::ExampleOptions options;
+    options.profile = "checked_cpu";
+    options.boundary_copies = [&calls] {
+      ++calls;
+      using capsule::examples::ProviderBoundaryCopies;
+      const std::uint64_t grown = calls == 1 ? 0 : 7;  // the counters grow during the run
+      return std::vector<ProviderBoundaryCopies>{
+          {capsule::Provider::Reference, {{"matmul", 5}, {"permute\n::error::x", 3 + grown}}},
+          {capsule::Provider::Libtorch, {{"conv", 9 + grown}}}};
+    };
+    std::ostringstream out;
+    auto status = capsule::examples::run_example("mlp_regression", capsule::testing::shipped(),
+                                                 capsule::testing::reference_handlers(), options, out, out);
+    REQUIRE_MESSAGE(status, (status ? std::string() : status.error().message));
+    CHECK(calls == 2);
+    // The op name is escaped: a counter key can never start a line of its own.
+    CHECK(has(out.str(), "\nreference boundary copies: permute\\n::error::x 7\n"));
+    CHECK_FALSE(has(out.str(), "libtorch boundary copies"));  // no LibTorch capsule ran
+    CHECK_FALSE(has(out.str(), "matmul 5"));                  // copied before the run, not in it
+
+    options.boundary_copies = [] {
+      return std::vector<capsule::examples::ProviderBoundaryCopies>{{capsule::Provider::Reference, {}}};
+    };
+    std::ostringstream quiet;
+    REQUIRE(capsule::examples::run_example("mlp_regression", capsule::testing::shipped(),
+                                           capsule::testing::reference_handlers(), options, quiet, quiet));
+    CHECK(has(quiet.str(), "\nreference boundary copies: none\n"));
+    options.json = true;
+    std::ostringstream json;
+    REQUIRE(capsule::examples::run_example("mlp_regression", capsule::testing::shipped(),
+                                           capsule::testing::reference_handlers(), options, json, json));
+    CHECK(has(json.str(), R"("boundary_copies":{"reference":{}})"));
+  }
+}

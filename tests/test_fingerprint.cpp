@@ -17,6 +17,7 @@
 #include "capsule/json.hpp"
 #include "capsule/report.hpp"
 #include "capsule/sha256.hpp"
+#include "linked_handlers.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -250,7 +251,8 @@ TEST_SUITE("fingerprint") {
       args.insert(args.end(), std::begin(data), std::end(data));
       return testing::run_cli(std::move(args));  // no fixed fingerprint: the real one
     };
-    const std::string digest = current_fingerprint().digest();
+    // The build's and the host's entries, and those of every provider this binary links.
+    const std::string digest = cli::linked_fingerprint().digest();
     const std::string graph = (source_dir() / "examples/graphs/mlp-4-8-1.graph.toml").string();
     const std::vector<std::vector<std::string>> text_reports = {
         {"plan", "--profile", "checked_cpu", "--ops", "matmul,relu"},
@@ -301,7 +303,7 @@ TEST_SUITE("fingerprint") {
 
   TEST_CASE("the trust diff, which names the folders it read, prints the fingerprint in every format") {
     const auto root = testing::test_data() / "diff" / "evidence-weakened";
-    const std::string digest = current_fingerprint().digest();
+    const std::string digest = cli::linked_fingerprint().digest();
     const auto diff = [&](std::string format) {
       return testing::run_cli({"diff", (root / "base").string(), (root / "head").string(), "--format", std::move(format)});
     };
@@ -312,7 +314,7 @@ TEST_SUITE("fingerprint") {
     const std::size_t at = text.out.find(header);
     REQUIRE(at != std::string::npos);
     const std::vector<std::string> entries = lines_of(std::string_view(text.out).substr(at + header.size()));
-    CHECK(entries.size() == current_fingerprint().entries.size() + 1);  // and the empty piece after the last newline
+    CHECK(entries.size() == cli::linked_fingerprint().entries.size() + 1);  // and the empty piece after the last newline
     for (std::size_t i = 0; i + 1 < entries.size(); ++i) CHECK(entries[i].starts_with("  "));
     CHECK(has(text.out, "\n  host.os "));
     CHECK(has(diff("json").out, R"(},"environment":{"sha256":")" + digest + R"(","entries":{)"));

@@ -23,6 +23,9 @@ struct Run {
   const ExampleOptions& options;
   std::ostream& out;
   std::ostream& log;
+  /// The providers' boundary copies when the run started (options.boundary_copies), so the report
+  /// prints only what this run added.
+  std::vector<ProviderBoundaryCopies> copies_at_start;
 };
 
 /// Opens a session on the run's profile with `preselect` selected at open, so a rejected capsule
@@ -65,6 +68,9 @@ void close_json(JsonWriter& json, const Session& session, const Run& run);
 /// The capsules used, then the sources and the environment (for examples whose text report has
 /// no plan report carrying them already).
 std::string closing_text(const Session& session, const Run& run);
+/// The capsules used and, for each provider that counts its boundary copies and whose capsules
+/// ran, one line `<provider> boundary copies: <op> N, ...` (or `none`) for this run.
+std::string capsules_used_and_copies(const Session& session, const Run& run);
 
 RuntimeStatus mlp_regression(const Run& run);
 RuntimeStatus causal_attention(const Run& run);

@@ -20,6 +20,30 @@ constexpr std::array<ExampleInfo, 3> kExamples{{
      true},
 }};
 
+/// What each provider whose capsules ran copied at its boundary during this run: the counters now
+/// less the counters at the start, ops that copied nothing left out.
+std::vector<ProviderBoundaryCopies> copies_of_run(const Session& session, const detail::Run& run) {
+  std::vector<ProviderBoundaryCopies> added;
+  if (!run.options.boundary_copies) return added;
+  const std::vector<CapsuleUse> uses = session.capsules_used();
+  for (ProviderBoundaryCopies now : run.options.boundary_copies()) {
+    const bool used = std::any_of(uses.begin(), uses.end(),
+                                  [&](const CapsuleUse& use) { return use.capsule->provider == now.provider; });
+    if (!used) continue;
+    ProviderBoundaryCopies delta{now.provider, {}};
+    for (const auto& [op, count] : now.by_op) {
+      std::uint64_t before = 0;
+      for (const ProviderBoundaryCopies& start : run.copies_at_start) {
+        if (start.provider != now.provider) continue;
+        for (const auto& [start_op, start_count] : start.by_op) before = start_op == op ? start_count : before;
+      }
+      if (count > before) delta.by_op.emplace_back(op, count - before);
+    }
+    added.push_back(std::move(delta));
+  }
+  return added;
+}
+
 }  // namespace
 
 std::span<const ExampleInfo> all_examples() { return kExamples; }
@@ -47,7 +71,8 @@ RuntimeStatus run_example(std::string_view name, const Workspace& workspace, con
     return runtime_error(RuntimeCode::InvalidArgument,
                          str("--dump-graph: example `", name, "` builds no model, so it has no graph to write"));
   }
-  const detail::Run run{workspace, handlers, options, out, log};
+  const detail::Run run{workspace, handlers, options, out, log,
+                        options.boundary_copies ? options.boundary_copies() : std::vector<ProviderBoundaryCopies>{}};
   if (name == "mlp_regression") return detail::mlp_regression(run);
   if (name == "causal_attention") return detail::causal_attention(run);
   return detail::cnn_classifier(run);
@@ -137,13 +162,34 @@ void close_json(JsonWriter& json, const Session& session, const Run& run) {
   const std::vector<CapsuleUse> uses = session.capsules_used();
   json.key("capsules_used");
   write_capsules_used_json(json, uses);
+  const std::vector<ProviderBoundaryCopies> copies = copies_of_run(session, run);
+  if (!copies.empty()) {
+    // {"<provider>": {"<op>": copies, ...}, ...}: an empty object says the provider copied nothing.
+    json.key("boundary_copies").begin_object();
+    for (const ProviderBoundaryCopies& provider : copies) {
+      json.key(to_string(provider.provider)).begin_object();
+      for (const auto& [op, count] : provider.by_op) json.field(op, static_cast<std::int64_t>(count));
+      json.end_object();
+    }
+    json.end_object();
+  }
   write_sources_json(json, session.sources());
   write_environment_json(json, run.options.environment);
   json.end_object();
 }
 
+std::string capsules_used_and_copies(const Session& session, const Run& run) {
+  std::string text = capsules_used_text(session.capsules_used());
+  for (const ProviderBoundaryCopies& provider : copies_of_run(session, run)) {
+    std::vector<std::string> ops;
+    for (const auto& [op, count] : provider.by_op) ops.push_back(str(text_escape(op), " ", count));
+    text += str(to_string(provider.provider), " boundary copies: ", ops.empty() ? "none" : join(ops, ", "), "\n");
+  }
+  return text;
+}
+
 std::string closing_text(const Session& session, const Run& run) {
-  return str(capsules_used_text(session.capsules_used()), sources_block(session.sources()), "\n",
+  return str(capsules_used_and_copies(session, run), sources_block(session.sources()), "\n",
              environment_block(run.options.environment), "\n");
 }
 

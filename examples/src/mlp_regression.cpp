@@ -78,7 +78,7 @@ RuntimeStatus mlp_regression(const Run& run) {
   }
   run.out << str("loss ", fixed(losses.front()), " -> ", fixed(losses.back()),
                  losses.back() < losses.front() ? " (falling)" : " (not falling)", "\n\n");
-  run.out << capsules_used_text(session.capsules_used());
+  run.out << capsules_used_and_copies(session, run);
   return std::monostate{};
 }
 

@@ -49,5 +49,13 @@ TEST_SUITE("libtorch.run") {
     CHECK_FALSE(has(run.out, "-> reference."));
     CHECK(has(run.out, "provider.libtorch.sha256 "));
     CHECK(has(run.out, "provider.libtorch.version LibTorch "));
+    // The fingerprint names LibTorch's BLAS, its core and its threads (docs/fingerprint.md).
+    CHECK(has(run.out, "\n  provider.libtorch.blas "));
+    CHECK(has(run.out, "\n  provider.libtorch.blas.library "));
+    CHECK(has(run.out, "\n  provider.libtorch.blas.core "));
+    CHECK(has(run.out, "\n  provider.libtorch.threads 1\n"));
+    // Every boundary copy is reported, by op: the shape ops' contiguous outputs and mse_loss's
+    // scalar (docs/libtorch.md, "Copies at the boundary").
+    CHECK(has(run.out, "\nlibtorch boundary copies: broadcast 600, mse_loss 200, permute 1400, reshape 400\n"));
   }
 }

@@ -6,8 +6,8 @@
 
 #include "commands.hpp"
 #include "ledger_options.hpp"
+#include "linked_handlers.hpp"
 
-#include "capsule/build_info.hpp"
 #include "capsule/escape.hpp"
 
 namespace capsule::cli {
@@ -33,7 +33,7 @@ constexpr std::string_view kOverview =
     "             2 usage error or files that fail to load\n";
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
-  Context ctx{out, err, env, env.fingerprint ? *env.fingerprint : current_fingerprint()};
+  Context ctx{out, err, env, env.fingerprint ? *env.fingerprint : linked_fingerprint()};
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (args.size() >= 2) return run_command({args[1], "--help"}, out, err, env);
     (args.empty() ? err : out) << kOverview;

@@ -77,6 +77,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   run_options.show_backend = vm["show-backend"].as<bool>();
   run_options.terminal = ctx.env.terminal && !run_options.json;
   run_options.environment = ctx.fingerprint;
+  run_options.boundary_copies = linked_boundary_copies;
   std::optional<fs::path> dump_graph;
   if (vm.count("dump-graph")) {
     if (!example->has_model) {

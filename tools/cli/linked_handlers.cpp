@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "linked_handlers.hpp"
 
+#include "capsule/build_info.hpp"
 #include "capsule/handlers/reference.hpp"
 #if defined(CAPSULE_HAVE_LIBTORCH)
 #include "capsule/handlers/libtorch.hpp"
@@ -14,6 +15,24 @@ RuntimeStatus register_linked_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(register_libtorch_handlers(registry));
 #endif
   return std::monostate{};
+}
+
+EnvironmentFingerprint linked_fingerprint() {
+  EnvironmentFingerprint fingerprint = current_fingerprint();
+#if defined(CAPSULE_HAVE_LIBTORCH)
+  add_entries(fingerprint, libtorch_fingerprint());
+#endif
+  return fingerprint;
+}
+
+std::vector<examples::ProviderBoundaryCopies> linked_boundary_copies() {
+  std::vector<examples::ProviderBoundaryCopies> providers;
+#if defined(CAPSULE_HAVE_LIBTORCH)
+  examples::ProviderBoundaryCopies libtorch{Provider::Libtorch, {}};
+  for (const LibTorchBoundaryCopies& op : libtorch_boundary_copies()) libtorch.by_op.push_back({op.op, op.total()});
+  providers.push_back(std::move(libtorch));
+#endif
+  return providers;
 }
 
 }  // namespace capsule::cli

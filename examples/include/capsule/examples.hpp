@@ -5,12 +5,15 @@
 // and passes the registry in.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capsule/fingerprint.hpp"
 #include "capsule/load.hpp"
@@ -29,6 +32,13 @@ std::span<const ExampleInfo> all_examples();
 /// The example called `name`, or nullptr.
 const ExampleInfo* find_example(std::string_view name);
 
+/// The copies one provider's handlers made at the boundary between our storage and the
+/// provider's (a dtype conversion, a view or an intermediate copied into our output), per op name.
+struct ProviderBoundaryCopies {
+  Provider provider;
+  std::vector<std::pair<std::string, std::uint64_t>> by_op;  ///< op name, copies; ops that never copied may be absent
+};
+
 struct ExampleOptions {
   std::string profile;  ///< a profile name loaded in the workspace
   bool show_backend = false;  ///< the session prints its backend report at open and per selection
@@ -38,6 +48,10 @@ struct ExampleOptions {
   std::optional<std::filesystem::path> dump_graph;
   /// The environment fingerprint the report prints next to its sources (the caller collects it).
   EnvironmentFingerprint environment;
+  /// Reads the boundary copies each linked provider counted so far in this process (cumulative).
+  /// The report prints, for each provider whose capsules the run used, what the run added: by op,
+  /// or "none". Unset: no provider counts copies, and the report has no such line.
+  std::function<std::vector<ProviderBoundaryCopies>()> boundary_copies;
 };
 
 /// Runs example `name` under `options.profile`, writing its report to `out` and the session's

@@ -5,15 +5,30 @@
 #include <ATen/ops/from_blob.h>
 #include <torch/csrc/api/include/torch/version.h>
 
-#include <array>
-#include <atomic>
+#include <map>
+#include <mutex>
 
 namespace capsule::libtorch {
 namespace {
 
-std::array<std::atomic<std::uint64_t>, kOpCount>& conversion_counters() {
-  static std::array<std::atomic<std::uint64_t>, kOpCount> counters{};
-  return counters;
+/// Every boundary copy so far, keyed by the op name the handler passes. Keyed by name rather than
+/// by a table of ops, so a handler added later is counted without registering anything.
+struct CopyLedger {
+  std::mutex mutex;
+  std::map<std::string, LibTorchBoundaryCopies, std::less<>> by_op;
+};
+
+CopyLedger& copy_ledger() {
+  static CopyLedger ledger;
+  return ledger;
+}
+
+void count_copy(std::string_view op, std::uint64_t LibTorchBoundaryCopies::*kind) {
+  CopyLedger& ledger = copy_ledger();
+  const std::lock_guard lock(ledger.mutex);
+  auto it = ledger.by_op.find(op);
+  if (it == ledger.by_op.end()) it = ledger.by_op.emplace(std::string(op), LibTorchBoundaryCopies{std::string(op)}).first;
+  ++(it->second.*kind);
 }
 
 std::vector<std::int64_t> dims_of(const Tensor& t) { return t.shape().to_vector(); }
@@ -103,7 +118,12 @@ RuntimeResult<Tensor> new_like(const Tensor& like) { return Tensor::empty(like.s
 
 RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype) {
   const std::vector<std::int64_t> dims = result.sizes().vec();
-  return write_new(op, dims, dtype, [&](at::Tensor& out) { out.copy_(result); });
+  return write_new(op, dims, dtype, [&](at::Tensor& written) { copy_into(op, written, result); });
+}
+
+void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source) {
+  out.copy_(source);
+  count_copy(op, &LibTorchBoundaryCopies::materialisations);
 }
 
 Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
@@ -112,7 +132,7 @@ Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
   return runtime_error(RuntimeCode::InvalidArgument, str("LibTorch ", op, ": ATen rejected the call: ", line));
 }
 
-void count_conversion(Op op) { conversion_counters()[static_cast<std::size_t>(op)].fetch_add(1); }
+void count_conversion(Op op) { count_copy(to_string(op), &LibTorchBoundaryCopies::conversions); }
 
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
   HandlerSpec spec;
@@ -145,7 +165,18 @@ void set_libtorch_threads(int threads) { at::set_num_threads(threads); }
 std::string libtorch_version() { return TORCH_VERSION; }
 
 std::uint64_t libtorch_conversion_copies(Op op) {
-  return libtorch::conversion_counters()[static_cast<std::size_t>(op)].load();
+  libtorch::CopyLedger& ledger = libtorch::copy_ledger();
+  const std::lock_guard lock(ledger.mutex);
+  const auto it = ledger.by_op.find(to_string(op));
+  return it == ledger.by_op.end() ? 0 : it->second.conversions;
+}
+
+std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies() {
+  libtorch::CopyLedger& ledger = libtorch::copy_ledger();
+  const std::lock_guard lock(ledger.mutex);
+  std::vector<LibTorchBoundaryCopies> copies;
+  for (const auto& [op, count] : ledger.by_op) copies.push_back(count);
+  return copies;
 }
 
 }  // namespace capsule

@@ -67,7 +67,13 @@ RuntimeResult<Tensor> write_new(std::string_view op, std::span<const std::int64_
   return out;
 }
 
-/// Copies an ATen result (a view or an ATen-allocated intermediate) into a fresh output of ours.
+/// Copies `source` (a view, or a buffer ATen allocated) into `out`, an output of ours, and counts
+/// that copy against `op` (libtorch_boundary_copies). Handlers never call `copy_` themselves.
+void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source);
+
+/// Copies an ATen result (a view or an ATen-allocated intermediate) into a fresh output of ours,
+/// and counts that copy against `op` (libtorch_boundary_copies): every copy into our storage
+/// goes through here, so none is silent. `op` is the op's name (to_string(Op)).
 RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype);
 
 /// The error for an exception ATen threw inside `op`'s handler: its first message line only
@@ -88,7 +94,8 @@ auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
   }
 }
 
-/// Counts one dtype conversion of an input of `op` (libtorch_conversion_copies).
+/// Counts one dtype conversion of an input of `op` (libtorch_boundary_copies): call it wherever a
+/// handler converts one of our tensors (`.to(at::kLong)`, `.to(at::kBool)`).
 void count_conversion(Op op);
 
 /// The handler description every LibTorch CPU handler registers with.

@@ -185,7 +185,7 @@ RuntimeResult<Tensor> mse_loss_forward(Inputs inputs, const OpAttrs& /*attrs*/) 
     // LibTorch 1.13's mse_loss_out resizes a reduced output to the input's shape first (and so
     // fails on our fixed buffer): the scalar is computed by ATen and copied into ours.
     return write_new("mse_loss", std::span<const std::int64_t>{}, inputs[0].dtype(), [&](at::Tensor& out) {
-      out.copy_(at::mse_loss(view_input(inputs[0]), view_input(inputs[1]), at::Reduction::Mean));
+      copy_into("mse_loss", out, at::mse_loss(view_input(inputs[0]), view_input(inputs[1]), at::Reduction::Mean));
     });
   });
 }
@@ -489,7 +489,7 @@ RuntimeResult<Tensor> broadcast_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_broadcast(inputs[0], attrs));
   return guarded("broadcast", [&] {
     return write_new("broadcast", attrs.shape, inputs[0].dtype(), [&](at::Tensor& out) {
-      out.copy_(view_input(inputs[0]).expand(attrs.shape));
+      copy_into("broadcast", out, view_input(inputs[0]).expand(attrs.shape));
     });
   });
 }
@@ -508,7 +508,7 @@ Grads broadcast_backward(Inputs inputs, const Tensor& output, const Tensor& grad
     const at::Tensor g = view_input(grad);
     const at::Tensor reduced = summed.empty() ? g : at::sum(g, summed, true);
     CAPSULE_TRY(Tensor gx, write_like("broadcast", x, [&](at::Tensor& out) {
-      out.copy_(reduced.reshape(out.sizes()));
+      copy_into("broadcast", out, reduced.reshape(out.sizes()));
     }));
     return std::vector<Tensor>{gx};
   });

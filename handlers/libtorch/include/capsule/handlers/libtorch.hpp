@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "capsule/fingerprint.hpp"
 #include "capsule/runtime/handler.hpp"
 
 namespace capsule {
@@ -28,9 +30,30 @@ void set_libtorch_threads(int threads);
 /// The LibTorch version the handlers were compiled against, e.g. "1.13.0".
 std::string libtorch_version();
 
+/// This process's LibTorch configuration for the environment fingerprint (docs/fingerprint.md):
+/// `provider.libtorch.loaded_version` (what the loaded library says), `.blas` (its BLAS_INFO),
+/// `.blas.library` (the object that defines the `sgemm_` LibTorch calls), `.blas.core` (that
+/// BLAS's OpenBLAS core, or why there is none), `.cpu_capability` (ATen's vector kernel level),
+/// `.onednn` and `.threads` (at::get_num_threads() now). Programs that link the provider add it
+/// to their fingerprint with add_entries.
+EnvironmentFingerprint libtorch_fingerprint();
+
+/// The copies one op's LibTorch handlers made at the boundary between our storage and ATen's.
+struct LibTorchBoundaryCopies {
+  std::string op;                       ///< the op's name, as the handler reports it
+  std::uint64_t conversions = 0;        ///< one of our tensors converted to another dtype (kBool mask, kLong indices)
+  std::uint64_t materialisations = 0;   ///< an ATen result (a view, or a buffer ATen allocated) copied into ours
+  std::uint64_t total() const { return conversions + materialisations; }
+};
+
+/// Every boundary copy the LibTorch handlers made in this process so far, one entry per op that
+/// copied, sorted by op name. Counted where the copy happens (`count_conversion`, `copy_out` in
+/// handlers/libtorch/src/boundary.hpp), so no table of ops needs updating when one is added.
+/// `capsule run` reports the copies of its run (docs/libtorch.md, "Copies at the boundary").
+std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies();
+
 /// How many times `op`'s LibTorch handler converted one of our tensors into another dtype for
-/// ATen (a mask to kBool, indices to kLong). Every such copy is counted here; no handler copies
-/// an input anywhere else.
+/// ATen (a mask to kBool, indices to kLong): the `conversions` of libtorch_boundary_copies().
 std::uint64_t libtorch_conversion_copies(Op op);
 
 }  // namespace capsule
