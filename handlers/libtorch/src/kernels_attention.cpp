@@ -360,7 +360,7 @@ RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
         return;
       }
       if (!a.allowed.defined()) {
-        out3.copy_(aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
+        copy_into("scaled_dot_product_attention", out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
         return;
       }
       // A row with no allowed key sums no term: +0, where ATen's softmax gives NaN everywhere.

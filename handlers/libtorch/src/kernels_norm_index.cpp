@@ -126,11 +126,11 @@ RuntimeResult<std::unique_ptr<NormState>> norm_into(Op op, Inputs inputs, const 
   state->rstd = at::empty({0}, x.options());
   if (plan.per_channel) {
     // LibTorch 1.13 registers native_batch_norm's out variant for CUDA only: the CPU result is
-    // computed by ATen and copied once into ours.
+    // computed by ATen and copied once into ours (a counted boundary copy).
     auto [y, mean, invstd] = at::native_batch_norm(x, optional_input(inputs, 1), optional_input(inputs, 2),
                                                    c10::nullopt, c10::nullopt, /*training=*/true, /*momentum=*/0.0,
                                                    plan.eps);
-    out.copy_(y);
+    copy_into("batch_norm", out, y);
     state->mean = mean;
     state->rstd = invstd;
   } else {
@@ -203,12 +203,12 @@ Grads norm_backward_saved(Inputs inputs, const Tensor& output, const Tensor& gra
                                              /*train=*/true, plan.eps, wanted)
             : at::native_layer_norm_backward(g, x, {x.size(-1)}, state->mean, state->rstd, gamma,
                                              optional_input(inputs, 2), wanted);
-    CAPSULE_TRY(grads[0], write_like(op, inputs[0], [&](at::Tensor& out) { out.copy_(dx); }));
+    CAPSULE_TRY(grads[0], write_like(op, inputs[0], [&](at::Tensor& out) { copy_into(op, out, dx); }));
     if (with_gamma) {
-      CAPSULE_TRY(grads[1], write_like(op, inputs[1], [&](at::Tensor& out) { out.copy_(dgamma); }));
+      CAPSULE_TRY(grads[1], write_like(op, inputs[1], [&](at::Tensor& out) { copy_into(op, out, dgamma); }));
     }
     if (with_beta) {
-      CAPSULE_TRY(grads[2], write_like(op, inputs[2], [&](at::Tensor& out) { out.copy_(dbeta); }));
+      CAPSULE_TRY(grads[2], write_like(op, inputs[2], [&](at::Tensor& out) { copy_into(op, out, dbeta); }));
     }
     return grads;
   });
@@ -307,7 +307,7 @@ Grads scatter_add_backward(Inputs inputs, const Tensor& output, const Tensor& gr
   CAPSULE_CHECK(expect_grad("scatter_add", inputs, output, grad));
   return guarded("scatter_add", [&]() -> Grads {
     const at::Tensor g = view_input(grad);
-    CAPSULE_TRY(Tensor gbase, write_like("scatter_add", inputs[0], [&](at::Tensor& out) { out.copy_(g); }));
+    CAPSULE_TRY(Tensor gbase, write_like("scatter_add", inputs[0], [&](at::Tensor& out) { copy_into("scatter_add", out, g); }));
     CAPSULE_TRY(Tensor gsrc, write_like("scatter_add", inputs[1], [&](at::Tensor& out) {
       at::index_select_out(out, g, static_cast<std::int64_t>(axis), index_tensor(attrs));
     }));
@@ -368,7 +368,9 @@ Grads concat_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
     std::int64_t start = 0;
     for (const Tensor& t : inputs) {
       const std::int64_t length = t.dim(plan.first);
-      CAPSULE_TRY(Tensor dx, write_like("concat", t, [&](at::Tensor& out) { out.copy_(g.narrow(axis, start, length)); }));
+      CAPSULE_TRY(Tensor dx, write_like("concat", t, [&](at::Tensor& out) {
+        copy_into("concat", out, g.narrow(axis, start, length));
+      }));
       grads.push_back(dx);
       start += length;
     }
