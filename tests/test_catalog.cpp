@@ -37,8 +37,9 @@ TEST_SUITE("catalog") {
     CHECK(module_named("attention").capsules.size() == 2);
     CHECK(module_named("libtorch").capsules.size() == 2);
     CHECK(module_named("libtorch-cpu").capsules.size() == 47);
-    CHECK(shipped().profiles.size() == 15);
-    for (const char* name : {"checked_cpu", "libtorch_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
+    CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 32);
+    CHECK(shipped().profiles.size() == 16);
+    for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
                              "libtorch_autograd_cuda", "macos_cpu", "windows_cpu", "future_metal", "future_rocm",
                              "future_wasm", "future_tpu", "future_trainium", "future_custom_chip", "future_external"}) {
       CHECK_MESSAGE(shipped().find_profile(name) != nullptr, name);
@@ -49,8 +50,9 @@ TEST_SUITE("catalog") {
     for (const ModulePtr& module : shipped().modules) {
       for (const Capsule& c : module->capsules) {
         CHECK_MESSAGE(contracts_aligned(c), c.name);
-        // CPU capsules are the reference's, except the LibTorch CPU module's own.
-        const Provider expected = module->name == "libtorch-cpu" ? Provider::Libtorch : Provider::Reference;
+        // CPU capsules are the reference's, except the LibTorch CPU modules' own.
+        const bool libtorch = module->name == "libtorch-cpu" || module->name == "libtorch-autograd-cpu";
+        const Provider expected = libtorch ? Provider::Libtorch : Provider::Reference;
         if (c.device == Device::Cpu) CHECK_MESSAGE(c.provider == expected, c.name);
       }
     }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The libtorch_cpu profile and the libtorch-cpu catalog in every build: checked_cpu never selects
-// a LibTorch capsule (even when a profile edit loads the module), and a CLI that links no LibTorch
-// handlers (this binary's, in every build) fails libtorch_cpu at bind, never falling back to the
-// reference. tests/libtorch/test_libtorch_run.cpp runs the same profile with the provider.
+// The libtorch_cpu and libtorch_autograd_cpu profiles and their catalogs in every build:
+// checked_cpu never selects a LibTorch capsule (even when a profile edit loads the module), and a
+// CLI that links no LibTorch handlers (this binary's, in every build) fails both at bind, never
+// falling back to the reference. tests/libtorch/test_libtorch_run.cpp runs them with the provider.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -15,6 +15,15 @@ using capsule::testing::has;
 using capsule::testing::source_dir;
 
 namespace {
+
+/// Every op a shipped module has a capsule for.
+std::string module_ops(const char* module) {
+  std::string ops;
+  for (const capsule::Capsule& c : capsule::testing::shipped_module(module)->capsules) {
+    ops += (ops.empty() ? "" : ",") + std::string(capsule::to_string(c.op));
+  }
+  return ops;
+}
 
 /// Every op the libtorch-cpu catalog has a `checked` capsule for (the SDPA twins are
 /// trusted-external, so a checked profile never selects them).
@@ -72,6 +81,20 @@ TEST_SUITE("libtorch.profiles") {
     CHECK_FALSE(has(plan.out, "libtorch.sdpa_"));
   }
 
+  TEST_CASE("libtorch_autograd_cpu plans every op on an external-autograd LibTorch capsule, and nothing else") {
+    const CliRun plan = shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", module_ops("libtorch-autograd-cpu")});
+    CHECK(plan.status == 0);
+    CHECK(has(plan.out, "libtorch.autograd.matmul"));
+    CHECK(has(plan.out, "libtorch.autograd.conv"));
+    CHECK_FALSE(has(plan.out, "provider=reference"));
+    CHECK_FALSE(has(plan.out, "vjp=torchlean-tape"));
+    // An op without a LibTorch autograd capsule fails to plan; the reference never stands in.
+    const CliRun missing = shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", "layer_norm"});
+    CHECK(missing.status != 0);
+    CHECK(has(missing.out + missing.err, "layer_norm"));
+    CHECK_FALSE(has(missing.out, "reference.layer_norm"));
+  }
+
   TEST_CASE("without LibTorch handlers linked, libtorch_cpu loads and its run fails at bind, never falling back") {
     const CliRun lint = shipped_cli({"lint"});
     CHECK_FALSE(has(lint.err + lint.out, "error["));
@@ -81,6 +104,11 @@ TEST_SUITE("libtorch.profiles") {
     CHECK(has(run.err, "(libtorch/cpu), but no matching executable handler is linked"));
     CHECK_FALSE(has(run.out, "step 1/"));
     CHECK_FALSE(has(run.out, "-> reference.matmul"));
+    const CliRun autograd = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
+    CHECK(autograd.status != 0);
+    CHECK(has(autograd.err, "error[no-handler]"));
+    CHECK_FALSE(has(autograd.out, "step 1/"));
+    CHECK_FALSE(has(autograd.out, "-> reference."));
   }
 
   TEST_CASE("a --profile file asking only libtorch for an op LibTorch lacks fails at plan time listing the candidates") {

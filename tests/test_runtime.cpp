@@ -62,6 +62,45 @@ TEST_SUITE("runtime") {
     CHECK(to_string(r.shape()) == "[3, 2]");
   }
 
+  TEST_CASE("adopted storage releases its context once, also for zero bytes, and tensors fit inside it") {
+    struct Owner {
+      int released = 0;
+      void* data = nullptr;
+    };
+    static constexpr auto release = [](void* data, void* context) noexcept {
+      auto* owner = static_cast<Owner*>(context);
+      ++owner->released;
+      owner->data = data;
+    };
+    Owner owner;
+    alignas(8) double buffer[4] = {1, 2, 3, 4};
+    {
+      auto storage = Storage::adopt(buffer, sizeof buffer, Device::Cpu, release, &owner);
+      const Tensor t = Tensor::over(storage, Shape::make({2, 2}).value(), DType::F64).value();
+      storage.reset();
+      CHECK(t.to_vector() == std::vector<double>{1, 2, 3, 4});
+      CHECK(t.data<double>() == buffer);  // no copy
+      CHECK(owner.released == 0);         // the tensor keeps the storage alive
+      const auto too_big = Tensor::over(Storage::adopt(buffer, 8, Device::Cpu, nullptr, nullptr),
+                                        Shape::make({2}).value(), DType::F64);
+      REQUIRE_FALSE(too_big.has_value());
+      CHECK(too_big.error().code == RuntimeCode::SizeOverflow);
+      CHECK(testing::has(too_big.error().message, "needs 16 bytes; the adopted storage holds 8"));
+      CHECK_FALSE(Tensor::over(nullptr, Shape{}, DType::F32).has_value());
+    }
+    CHECK(owner.released == 1);
+    CHECK(owner.data == buffer);
+    Owner empty;
+    {
+      const Tensor t = Tensor::over(Storage::adopt(nullptr, 0, Device::Cpu, release, &empty),
+                                    Shape::make({0, 3}).value(), DType::F32)
+                           .value();
+      CHECK(t.numel() == 0);
+    }
+    CHECK(empty.released == 1);  // a zero-byte buffer's context is released too
+    CHECK(empty.data == nullptr);
+  }
+
   TEST_CASE("a duplicate handler key names both registration sites") {
     HandlerRegistry registry;
     REQUIRE(register_reference_handlers(registry));

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shipped data with the LibTorch handlers linked into the CLI: lint finds a handler for every
-// LibTorch CPU capsule, and the MLP trains on LibTorch capsules under libtorch_cpu, the report
-// naming them and the provider's fingerprint.
+// LibTorch CPU capsule; the MLP trains on LibTorch capsules under libtorch_cpu, the report naming
+// them, the boundary copies and the provider's fingerprint; the CNN trains under
+// libtorch_autograd_cpu with LibTorch autograd owning each call's backward, tracking checked_cpu.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,21 @@ using capsule::testing::has;
 using capsule::testing::source_dir;
 
 namespace {
+
+/// The `losses` array of an example's `--format json` report.
+std::vector<double> json_losses(const std::string& out) {
+  std::vector<double> losses;
+  const std::size_t open = out.find("\"losses\":[");
+  if (open == std::string::npos) return losses;
+  std::size_t at = open + 10;
+  while (at < out.size() && out[at] != ']') {
+    std::size_t used = 0;
+    losses.push_back(std::stod(out.substr(at), &used));
+    at += used;
+    if (at < out.size() && out[at] == ',') ++at;
+  }
+  return losses;
+}
 
 CliRun shipped_cli(std::vector<std::string> args) {
   args.push_back("--catalogs");
@@ -57,5 +74,37 @@ TEST_SUITE("libtorch.run") {
     // Every boundary copy is reported, by op: the shape ops' contiguous outputs and mse_loss's
     // scalar (docs/libtorch.md, "Copies at the boundary").
     CHECK(has(run.out, "\nlibtorch boundary copies: broadcast 600, mse_loss 200, permute 1400, reshape 400\n"));
+  }
+
+  TEST_CASE("capsule run cnn_classifier --profile libtorch_autograd_cpu trains through LibTorch autograd") {
+    capsule::set_libtorch_threads(1);
+    const CliRun run = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
+    REQUIRE_MESSAGE(run.status == 0, run.err);
+    CHECK(has(run.out, "step 25/25 loss "));
+    CHECK(has(run.out, "conv -> libtorch.autograd.conv (libtorch/cpu, checked, vjp=external-autograd): 26 forward"));
+    CHECK(has(run.out, "max_pool -> libtorch.autograd.max_pool (libtorch/cpu, checked, vjp=external-autograd)"));
+    CHECK(has(run.out, "cross_entropy -> libtorch.autograd.cross_entropy"));
+    CHECK(has(run.out, "    external-autograd boundary: LibTorch autograd, one region per call: 25 recorded, 25 backward\n"));
+    CHECK_FALSE(has(run.out, "-> reference."));
+    CHECK_FALSE(has(run.out, "vjp=torchlean-tape"));
+    CHECK(capsule::libtorch_live_autograd_regions() == 0);  // every region's graph was freed
+  }
+
+  TEST_CASE("libtorch_autograd_cpu's CNN losses track checked_cpu's within 1e-3 relative on the same seed") {
+    capsule::set_libtorch_threads(1);
+    const CliRun autograd = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu", "--format", "json"});
+    const CliRun reference = shipped_cli({"run", "cnn_classifier", "--profile", "checked_cpu", "--format", "json"});
+    REQUIRE_MESSAGE(autograd.status == 0, autograd.err);
+    REQUIRE_MESSAGE(reference.status == 0, reference.err);
+    const std::vector<double> got = json_losses(autograd.out);
+    const std::vector<double> want = json_losses(reference.out);
+    REQUIRE(got.size() == 25);
+    REQUIRE(want.size() == got.size());
+    for (std::size_t step = 0; step < 10; ++step) {
+      CAPTURE(step);
+      CHECK(std::abs(got[step] - want[step]) <= 1e-3 * std::abs(want[step]));
+    }
+    // A falling loss: the run's last loss is well below its first.
+    CHECK(got.back() < 0.1 * got.front());
   }
 }

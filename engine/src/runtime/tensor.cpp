@@ -115,25 +115,28 @@ std::string to_string(const Shape& shape) {
 }
 
 namespace {
-void free_cpu(void* data) noexcept { ::operator delete(data, std::align_val_t{64}); }
+void free_cpu(void* data, void* /*context*/) noexcept { ::operator delete(data, std::align_val_t{64}); }
 }  // namespace
 
 RuntimeResult<std::shared_ptr<Storage>> Storage::allocate_cpu(std::size_t bytes) {
-  if (bytes <= kInlineBytes) return std::make_shared<Storage>(Private{}, nullptr, bytes, Device::Cpu, nullptr);
+  if (bytes <= kInlineBytes) return std::make_shared<Storage>(Private{}, nullptr, bytes, Device::Cpu, nullptr, nullptr);
   // 64-byte alignment lets kernels use aligned vector loads on every row start of a fresh tensor.
   void* data = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
   if (data == nullptr) {
     return runtime_error(RuntimeCode::SizeOverflow, str("cannot allocate ", bytes, " bytes of CPU tensor storage"));
   }
-  return std::make_shared<Storage>(Private{}, data, bytes, Device::Cpu, &free_cpu);
+  return std::make_shared<Storage>(Private{}, data, bytes, Device::Cpu, &free_cpu, nullptr);
 }
 
-std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device device, Deleter deleter) {
-  return std::make_shared<Storage>(Private{}, data, bytes, device, deleter);
+std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device device, Deleter deleter,
+                                        void* context) {
+  return std::make_shared<Storage>(Private{}, data, bytes, device, deleter, context);
 }
 
 Storage::~Storage() {
-  if (deleter_ != nullptr && data_ != inline_) deleter_(data_);
+  // An adopted zero-byte buffer may come with a null pointer (data_ is then the inline area): its
+  // deleter still runs, to release the context.
+  if (deleter_ != nullptr) deleter_(data_ == inline_ ? nullptr : data_, context_);
 }
 
 RuntimeResult<Tensor> Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -186,6 +189,21 @@ RuntimeResult<Tensor> Tensor::from_values(std::initializer_list<std::int64_t> di
 }
 
 RuntimeResult<Tensor> Tensor::scalar(DType dtype, double value) { return full(Shape{}, dtype, value); }
+
+RuntimeResult<Tensor> Tensor::over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  if (storage == nullptr) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("cannot view a ", to_string(shape), " tensor over null storage; expected adopted storage"));
+  }
+  CAPSULE_TRY(std::int64_t bytes, checked_mul("tensor byte size", shape.numel(),
+                                              static_cast<std::int64_t>(element_size(dtype))));
+  if (static_cast<std::uint64_t>(bytes) > storage->bytes()) {
+    return runtime_error(RuntimeCode::SizeOverflow,
+                         str("a ", to_string(shape), " ", to_string(dtype), " tensor needs ", bytes,
+                             " bytes; the adopted storage holds ", storage->bytes()));
+  }
+  return Tensor(std::move(storage), shape, dtype);
+}
 
 void* Tensor::raw() const {
   assert(storage_ != nullptr && storage_->device() == Device::Cpu);

@@ -145,6 +145,9 @@ HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
   spec.forward = forward;
   spec.backward = backward;
   spec.backend_vjp = false;  // the libtorch_cpu profile lets our tape own every VJP
+  // libtorch_autograd_cpu hands each call's backward to LibTorch autograd instead.
+  spec.forward_autograd = autograd_forward_for(op);
+  if (spec.forward_autograd != nullptr) spec.autograd_runtime = std::string(kLibTorchAutogradRuntime);
   return spec;
 }
 

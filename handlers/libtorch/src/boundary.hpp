@@ -101,6 +101,13 @@ void count_conversion(Op op);
 /// The handler description every LibTorch CPU handler registers with.
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
 
+/// The external-autograd forward of `op` (autograd_region.cpp), or null when the op has no region
+/// formula yet. spec_for sets it on every handler that has one.
+AutogradForwardKernel autograd_forward_for(Op op);
+
+/// The name the capsules-used report gives the runtime owning those regions.
+inline constexpr std::string_view kLibTorchAutogradRuntime = "LibTorch autograd";
+
 /// Each kernel family registers its own handlers; register_libtorch_handlers calls them all.
 RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry);  // kernels_pointwise.cpp
 RuntimeStatus register_nn_handlers(HandlerRegistry& registry);         // kernels_nn.cpp

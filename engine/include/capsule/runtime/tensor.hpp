@@ -57,24 +57,30 @@ class Shape {
 /// `[2, 3]`; a scalar prints as `[]`.
 std::string to_string(const Shape& shape);
 
-/// Owns the bytes of one or more tensors. CPU storage is allocated here; another device's
-/// provider wraps its own allocation with `adopt` and a deleter, so the engine never includes a
-/// device header.
+/// Owns the bytes of one or more tensors. CPU storage is allocated here; a provider wraps a buffer
+/// it allocated (another device's memory, or a foreign runtime's CPU tensor) with `adopt`, a
+/// deleter and a context, so the engine never includes a device or provider header.
 class Storage {
   struct Private {};
 
  public:
-  using Deleter = void (*)(void* data) noexcept;
+  /// Releases an adopted buffer. Called exactly once, when the last tensor over the storage dies,
+  /// with the buffer (null for a zero-byte one) and the context given to `adopt`; the context lets
+  /// a provider keep its own owner alive (for example a reference to the foreign tensor).
+  using Deleter = void (*)(void* data, void* context) noexcept;
   /// Buffers up to this size live inside the Storage object itself, so a small tensor costs one
   /// heap allocation (object, control block and elements together).
   static constexpr std::size_t kInlineBytes = 64;
 
   static RuntimeResult<std::shared_ptr<Storage>> allocate_cpu(std::size_t bytes);
-  static std::shared_ptr<Storage> adopt(void* data, std::size_t bytes, Device device, Deleter deleter);
+  /// Wraps `bytes` at `data` without copying. Adopted bytes are as immutable as ours: the provider
+  /// must not write them afterwards. `deleter` may be null (nothing to release).
+  static std::shared_ptr<Storage> adopt(void* data, std::size_t bytes, Device device, Deleter deleter,
+                                        void* context);
 
   /// Use allocate_cpu or adopt; public only so make_shared can build it.
-  Storage(Private, void* data, std::size_t bytes, Device device, Deleter deleter)
-      : data_(data == nullptr ? inline_ : data), bytes_(bytes), device_(device), deleter_(deleter) {}
+  Storage(Private, void* data, std::size_t bytes, Device device, Deleter deleter, void* context)
+      : data_(data == nullptr ? inline_ : data), bytes_(bytes), device_(device), deleter_(deleter), context_(context) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -88,6 +94,7 @@ class Storage {
   std::size_t bytes_;
   Device device_;
   Deleter deleter_;
+  void* context_;
   // 16-byte alignment is what the default allocator gives; larger buffers are 64-byte aligned.
   alignas(16) std::byte inline_[kInlineBytes];
 };
@@ -108,6 +115,9 @@ class Tensor {
                                            std::initializer_list<double> values);
   /// A scalar (rank 0).
   static RuntimeResult<Tensor> scalar(DType dtype, double value);
+  /// A tensor over adopted storage (Storage::adopt), no copy. Fails with size-overflow unless the
+  /// storage holds at least the shape's bytes, and with invalid-argument when it is null.
+  static RuntimeResult<Tensor> over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

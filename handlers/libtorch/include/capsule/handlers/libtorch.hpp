@@ -56,4 +56,14 @@ std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies();
 /// ATen (a mask to kBool, indices to kLong): the `conversions` of libtorch_boundary_copies().
 std::uint64_t libtorch_conversion_copies(Op op);
 
+/// External-autograd regions (one per taped call of an `external-autograd` LibTorch capsule) whose
+/// boundary is alive, i.e. whose recorded graph is still held. Each is freed after its VJP or when
+/// the tape is cleared.
+std::int64_t libtorch_live_autograd_regions();
+
+/// How many times an autograd region of `op` copied a result instead of adopting ATen's buffer:
+/// a view of borrowed memory (reshape of an input, a gradient that is the output gradient itself)
+/// or a non-contiguous one (permute, expand) gets storage of its own.
+std::uint64_t libtorch_autograd_result_copies(Op op);
+
 }  // namespace capsule

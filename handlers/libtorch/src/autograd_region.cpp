@@ -1,0 +1,564 @@
+// SPDX-License-Identifier: Apache-2.0
+// External autograd for the LibTorch CPU handlers: the `forward_autograd` of every op that has a
+// region formula below, and the boundary that owns its backward (docs/libtorch.md, "External
+// autograd"). The region is the one op of the call (the engine's boundary is per call). Inputs are
+// from_blob views of our storage; those the engine says need a gradient (never a mask or index:
+// input_takes_gradient) are marked requires_grad; the op runs under grad mode ON through ATen's
+// functional ops (the `*_out` variants the plain forwards use are not differentiable), with the
+// same semantics fixes as the plain forward, built from ATen ops so their gradient is right too.
+// The result's storage is adopted without a copy (Storage::adopt; the context keeps a detached
+// ATen tensor alive, so our tensor never keeps the graph alive). The boundary keeps the graph
+// until its one VJP (torch::autograd::grad, allow_unused) or its destruction at clear_tape.
+#include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/erfc.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mse_loss.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/threshold.h>
+#include <ATen/ops/where.h>
+
+#include <ATen/core/Reduction.h>
+// The lightest header that declares torch::autograd::grad (it includes only autograd/variable.h);
+// never <torch/torch.h>.
+#include <torch/csrc/autograd/autograd.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <numbers>
+
+#include "boundary.hpp"
+
+namespace capsule::libtorch {
+namespace {
+
+std::atomic<std::int64_t>& live_regions() {
+  static std::atomic<std::int64_t> count{0};
+  return count;
+}
+
+std::array<std::atomic<std::uint64_t>, kOpCount>& result_copies() {
+  static std::array<std::atomic<std::uint64_t>, kOpCount> counters{};
+  return counters;
+}
+
+Failure<RuntimeError> shape_error(Op op, const std::string& what) {
+  return runtime_error(RuntimeCode::ShapeMismatch, str(to_string(op), ": ", what));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adopting ATen results.
+
+/// Keeps an ATen tensor (detached: no grad_fn, so never the graph) alive for as long as our
+/// storage over its elements lives.
+struct Kept {
+  at::Tensor tensor;
+};
+
+void release_kept(void* /*data*/, void* context) noexcept { delete static_cast<Kept*>(context); }
+
+bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
+  for (const at::Tensor& b : borrowed) {
+    if (b.defined() && t.storage().is_alias_of(b.storage())) return true;
+  }
+  return false;
+}
+
+/// One of our tensors over `result`'s elements. Adopted without a copy when ATen allocated them
+/// contiguously; copied once (counted by libtorch_autograd_result_copies) when `result` is a view
+/// of borrowed memory (our inputs or output gradient, from_blob) or not contiguous. Nothing writes
+/// the adopted elements afterwards: the kept tensor is never handed to an ATen call, and the
+/// graph only reads what it saved.
+RuntimeResult<Tensor> adopt_result(Op op, const at::Tensor& result, DType dtype, std::span<const at::Tensor> borrowed) {
+  at::Tensor owned = result.detach();
+  if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
+    return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", to_string(op), ": the autograd region returned ",
+                                                         std::string(c10::toString(owned.scalar_type())),
+                                                         " on another device; expected ", to_string(dtype), " on cpu"));
+  }
+  if (!owned.is_contiguous() || aliases_any(owned, borrowed)) {
+    owned = owned.clone(at::MemoryFormat::Contiguous);
+    result_copies()[static_cast<std::size_t>(op)].fetch_add(1);
+  }
+  const std::vector<std::int64_t> dims = owned.sizes().vec();
+  CAPSULE_TRY(Shape shape, Shape::make(dims));
+  void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
+  const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
+  auto kept = std::make_unique<Kept>(Kept{std::move(owned)});
+  std::shared_ptr<Storage> storage = Storage::adopt(data, bytes, Device::Cpu, &release_kept, kept.get());
+  kept.release();  // the storage's deleter owns it now
+  return Tensor::over(std::move(storage), shape, dtype);
+}
+
+template <class Body>
+auto aten_call(Op op, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    return aten_failure(to_string(op), e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return aten_failure(to_string(op), e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The boundary: one recorded region and its single VJP.
+
+class Region final : public AutogradBoundary {
+ public:
+  Region(Op op, DType dtype, at::Tensor output, std::vector<at::Tensor> tracked, std::vector<std::size_t> positions,
+         std::size_t inputs)
+      : op_(op), dtype_(dtype), output_(std::move(output)), tracked_(std::move(tracked)),
+        positions_(std::move(positions)), inputs_(inputs) {
+    live_regions().fetch_add(1);
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region() override { live_regions().fetch_sub(1); }
+
+  RuntimeResult<std::vector<Tensor>> vjp(const Tensor& grad_output) override {
+    if (!output_.defined()) {
+      return runtime_error(RuntimeCode::GradientUnavailable,
+                           str("LibTorch autograd region of `", to_string(op_),
+                               "`: its VJP already ran and freed the recorded graph; run the forward again"));
+    }
+    // Taken out first: the graph is freed when this returns, whether or not the VJP succeeds.
+    at::Tensor output = std::move(output_);
+    output_ = at::Tensor();
+    std::vector<at::Tensor> tracked = std::move(tracked_);
+    tracked_.clear();
+    const std::vector<std::int64_t> want = output.sizes().vec();
+    if (!grad_output.defined() || grad_output.device() != Device::Cpu || grad_output.dtype() != dtype_ ||
+        grad_output.shape().to_vector() != want) {
+      return runtime_error(RuntimeCode::ShapeMismatch,
+                           str("LibTorch autograd region of `", to_string(op_), "`: the output gradient must be a ",
+                               to_string(dtype_), " CPU tensor of the output's shape"));
+    }
+    std::vector<Tensor> grads(inputs_);
+    // No tracked input reached the output (for example an empty broadcast): nothing flows back,
+    // and the engine gives each tracked input a zero gradient.
+    if (!output.requires_grad()) return grads;
+    return aten_call(op_, [&]() -> RuntimeResult<std::vector<Tensor>> {
+      const at::Tensor g = view_input(grad_output);
+      const std::vector<at::Tensor> computed =
+          torch::autograd::grad({output}, tracked, {g}, /*retain_graph=*/false, /*create_graph=*/false,
+                                /*allow_unused=*/true);
+      std::vector<at::Tensor> borrowed = tracked;
+      borrowed.push_back(g);
+      for (std::size_t k = 0; k < computed.size() && k < positions_.size(); ++k) {
+        // Undefined: the region did not use that input; the engine turns it into zeros.
+        if (!computed[k].defined()) continue;
+        CAPSULE_TRY(grads[positions_[k]], adopt_result(op_, computed[k], dtype_, borrowed));
+      }
+      return grads;
+    });
+  }
+
+ private:
+  Op op_;
+  DType dtype_;
+  at::Tensor output_;                 ///< carries the recorded graph (grad_fn) until the VJP
+  std::vector<at::Tensor> tracked_;   ///< the leaves that require grad
+  std::vector<std::size_t> positions_;  ///< input index of each tracked leaf
+  std::size_t inputs_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Checks before the call: the same contracts as the plain forwards (equal shapes instead of
+// ATen's implicit broadcasting, ranks, payload lists, empty losses). ATen checks the rest.
+
+bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+struct Window {
+  bool one_d = false;
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+};
+
+RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
+                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
+  if (!given.empty() && given.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
+                                                           " entries; expected ", spatial, " (one per spatial dim) or none"));
+  }
+  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
+  if (spatial == 1) values.insert(values.begin(), lead);  // a 1-D input runs as a 2-D one of height 1
+  return values;
+}
+
+RuntimeResult<Window> window_of(Op op, Inputs inputs, const OpAttrs& attrs) {
+  const Tensor& x = inputs[0];
+  if (x.rank() != 3 && x.rank() != 4) {
+    return shape_error(op, str("x has shape ", to_string(x.shape()), "; expected [n, c, l] or [n, c, h, w]"));
+  }
+  const std::size_t spatial = x.rank() - 2;
+  Window win;
+  win.one_d = spatial == 1;
+  if (op == Op::Conv) {
+    const Tensor& w = inputs[1];
+    if (w.rank() != x.rank()) {
+      return shape_error(op, str("w has shape ", to_string(w.shape()), "; expected the rank of x ", to_string(x.shape())));
+    }
+    if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
+      return shape_error(op, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
+    }
+    if (attrs.groups < 1) {
+      return runtime_error(RuntimeCode::InvalidArgument, str("conv: groups is ", attrs.groups, "; expected >= 1"));
+    }
+    CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride, spatial, 1, 1));
+    CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+    CAPSULE_TRY(win.dilation, per_axis(op, "dilation", attrs.dilation, spatial, 1, 1));
+    return win;
+  }
+  if (attrs.kernel.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("max_pool: kernel has ", attrs.kernel.size(), " entries; expected ", spatial));
+  }
+  CAPSULE_TRY(win.kernel, per_axis(op, "kernel", attrs.kernel, spatial, 1, 1));
+  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
+  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+  win.dilation = {1, 1};
+  return win;
+}
+
+/// The reduced dims (empty axes = all), distinct.
+RuntimeResult<std::vector<std::int64_t>> reduced_dims(Op op, const OpAttrs& attrs, std::size_t rank) {
+  std::vector<bool> reduced(rank, attrs.axes.empty());
+  for (const std::int64_t a : attrs.axes) {
+    CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(op), a, rank));
+    if (reduced[axis]) {
+      return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": axis ", a, " is listed twice"));
+    }
+    reduced[axis] = true;
+  }
+  std::vector<std::int64_t> dims;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (reduced[d]) dims.push_back(static_cast<std::int64_t>(d));
+  }
+  return dims;
+}
+
+RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
+  const std::string name(to_string(op));
+  switch (op) {
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Max:
+    case Op::Min:
+      CAPSULE_CHECK(expect_inputs(name, inputs, 2, 2));
+      return expect_same_shape(name, inputs[0], inputs[1]);
+    case Op::Matmul: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 2, 2));
+      const Tensor& a = inputs[0];
+      const Tensor& b = inputs[1];
+      bool fits = a.rank() >= 2 && a.rank() == b.rank() && a.dim(a.rank() - 1) == b.dim(b.rank() - 2);
+      for (std::size_t d = 0; fits && d + 2 < a.rank(); ++d) fits = a.dim(d) == b.dim(d);
+      if (!fits) {
+        return shape_error(op, str("operands have shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+                                   "; expected [.., m, k] and [.., k, n] with equal leading dims"));
+      }
+      return std::monostate{};
+    }
+    case Op::Linear: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 2, 3));
+      const Tensor& x = inputs[0];
+      const Tensor& w = inputs[1];
+      if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
+        return shape_error(op, str("x has shape ", to_string(x.shape()), " and w ", to_string(w.shape()),
+                                   "; expected x [.., in] and w [out, in]"));
+      }
+      if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
+        return shape_error(op, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
+      }
+      return std::monostate{};
+    }
+    case Op::MseLoss:
+    case Op::CrossEntropy:
+      CAPSULE_CHECK(expect_inputs(name, inputs, 2, 2));
+      CAPSULE_CHECK(expect_same_shape(name, inputs[0], inputs[1]));
+      if (op == Op::CrossEntropy && inputs[0].rank() != 2) {
+        return shape_error(op, str("logits have shape ", to_string(inputs[0].shape()), "; expected [n, c]"));
+      }
+      if (inputs[0].numel() == 0) {
+        return runtime_error(RuntimeCode::InvalidArgument, str(name, ": inputs of shape ", to_string(inputs[0].shape()),
+                                                               " are empty; the mean of no terms is undefined"));
+      }
+      return std::monostate{};
+    case Op::Conv:
+    case Op::MaxPool: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, op == Op::Conv ? 2 : 1, op == Op::Conv ? 3 : 1));
+      CAPSULE_TRY(Window win, window_of(op, inputs, attrs));
+      (void)win;
+      return std::monostate{};
+    }
+    case Op::Softmax:
+    case Op::LogSoftmax: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+      CAPSULE_TRY(std::size_t axis, normalize_axis(name, attrs.axis, inputs[0].rank()));
+      (void)axis;
+      return std::monostate{};
+    }
+    case Op::ReduceSum:
+    case Op::ReduceMean: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+      CAPSULE_TRY(std::vector<std::int64_t> dims, reduced_dims(op, attrs, inputs[0].rank()));
+      (void)dims;
+      return std::monostate{};
+    }
+    case Op::Reshape: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+      std::size_t wildcards = 0;
+      for (const std::int64_t d : attrs.shape) {
+        if (d < -1) return shape_error(op, str("target dim ", d, " is negative"));
+        wildcards += d == -1 ? 1 : 0;
+      }
+      if (wildcards > 1) return shape_error(op, str("target ", dims_text(attrs.shape), " has more than one -1"));
+      return std::monostate{};  // ATen's reshape checks the element count
+    }
+    case Op::Permute: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+      std::vector<bool> seen(inputs[0].rank(), false);
+      if (attrs.axes.size() != inputs[0].rank()) {
+        return runtime_error(RuntimeCode::InvalidArgument,
+                             str("permute: axes has ", attrs.axes.size(), " entries; expected ", inputs[0].rank()));
+      }
+      for (const std::int64_t a : attrs.axes) {
+        CAPSULE_TRY(std::size_t axis, normalize_axis(name, a, inputs[0].rank()));
+        if (seen[axis]) return runtime_error(RuntimeCode::InvalidArgument, str("permute: axis ", a, " is repeated"));
+        seen[axis] = true;
+      }
+      return std::monostate{};
+    }
+    case Op::Broadcast: {
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+      const Tensor& x = inputs[0];
+      bool fits = x.rank() <= attrs.shape.size();
+      for (std::size_t d = 0; fits && d < x.rank(); ++d) {
+        const std::int64_t target = attrs.shape[attrs.shape.size() - x.rank() + d];
+        fits = x.dim(d) == 1 || x.dim(d) == target;
+      }
+      for (const std::int64_t t : attrs.shape) fits = fits && t >= 0;
+      if (!fits) return shape_error(op, str("cannot broadcast ", to_string(x.shape()), " to ", dims_text(attrs.shape)));
+      return std::monostate{};
+    }
+    default:
+      CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));  // the unary elementwise ops
+      return std::monostate{};
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The region formulas: ATen's functional ops, with the plain forwards' semantics fixes.
+
+/// max/min select `a` when a is NaN or a >= b (a <= b for min); the gradient routes by the mask.
+at::Tensor selects_a(Op op, const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor ordered = op == Op::Max ? at::ge(a, b) : at::le(a, b);
+  return at::logical_or(at::isnan(a), ordered);
+}
+
+/// Φ(x) = erfc(−x/√2)/2, the reference's cancellation-free form; autograd differentiates it.
+at::Tensor normal_cdf(const at::Tensor& x) { return at::mul(at::erfc(at::mul(at::neg(x), 1.0 / std::numbers::sqrt2)), 0.5); }
+
+at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
+at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
+
+/// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
+/// as they are; adopt_result copies them into storage of their own.
+RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {
+  switch (op) {
+    case Op::Add: return at::add(in[0], in[1]);
+    case Op::Sub: return at::sub(in[0], in[1]);
+    case Op::Mul: return at::mul(in[0], in[1]);
+    case Op::Div: return at::div(in[0], in[1]);
+    case Op::Max:
+    case Op::Min: return at::where(selects_a(op, in[0], in[1]), in[0], in[1]);
+    case Op::Neg: return at::neg(in[0]);
+    case Op::Abs: return at::abs(in[0]);
+    case Op::Sqrt: return at::sqrt(in[0]);
+    case Op::Relu: return at::threshold(in[0], 0, 0);  // x <= 0 gives +0, NaN kept
+    case Op::Gelu: return at::mul(in[0], normal_cdf(in[0]));
+    case Op::Sigmoid: return at::sigmoid(in[0]);
+    case Op::Tanh: return at::tanh(in[0]);
+    case Op::Exp: return at::exp(in[0]);
+    case Op::Log: return at::log(in[0]);
+    case Op::Sin: return at::sin(in[0]);
+    case Op::Cos: return at::cos(in[0]);
+    case Op::Inv: return at::reciprocal(in[0]);
+    case Op::Scale: return at::mul(in[0], attrs.alpha);
+    case Op::Softmax:
+    case Op::LogSoftmax: {
+      CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(op), attrs.axis, ours[0].rank()));
+      const auto dim = static_cast<std::int64_t>(axis);
+      return op == Op::Softmax ? at::_softmax(in[0], dim, false) : at::_log_softmax(in[0], dim, false);
+    }
+    case Op::ReduceSum:
+    case Op::ReduceMean: {
+      CAPSULE_TRY(std::vector<std::int64_t> dims, reduced_dims(op, attrs, ours[0].rank()));
+      if (dims.empty()) return in[0].clone();  // a rank-0 input: nothing to reduce
+      return op == Op::ReduceSum ? at::sum(in[0], dims, attrs.keepdim) : at::mean(in[0], dims, attrs.keepdim);
+    }
+    case Op::Matmul: return at::matmul(in[0], in[1]);
+    case Op::Linear: {
+      const Tensor& x = ours[0];
+      std::vector<std::int64_t> dims = x.shape().to_vector();
+      dims.back() = ours[1].dim(0);
+      std::int64_t rows = 1;
+      for (std::size_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
+      const at::Tensor x2 = in[0].reshape({rows, x.dim(x.rank() - 1)});
+      const at::Tensor y2 = has_input(ours, 2) ? at::addmm(in[2], x2, in[1].t()) : at::mm(x2, in[1].t());
+      return y2.reshape(dims);
+    }
+    case Op::MseLoss: return at::mse_loss(in[0], in[1], at::Reduction::Mean);
+    case Op::CrossEntropy: {
+      // −Σ target·log_softmax(logits) / n, as the plain forward
+      const auto rows = static_cast<double>(ours[0].dim(0));
+      return at::div(at::neg(at::sum(at::mul(in[1], at::log_softmax(in[0], 1)))), rows);
+    }
+    case Op::Conv: {
+      CAPSULE_TRY(Window win, window_of(op, ours, attrs));
+      const at::Tensor bias = has_input(ours, 2) ? in[2] : at::Tensor();
+      const at::Tensor y = at::convolution(as_2d(in[0], win.one_d), as_2d(in[1], win.one_d), bias, win.stride,
+                                           win.padding, win.dilation, false, {0, 0}, attrs.groups);
+      return from_2d(y, win.one_d);
+    }
+    case Op::MaxPool: {
+      CAPSULE_TRY(Window win, window_of(op, ours, attrs));
+      auto [y, indices] = at::max_pool2d_with_indices(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding,
+                                                      win.dilation, false);
+      return from_2d(y, win.one_d);
+    }
+    case Op::Reshape: return in[0].reshape(attrs.shape);
+    case Op::Permute: return in[0].permute(attrs.axes);
+    case Op::Broadcast: return in[0].expand(attrs.shape);
+    default:
+      return runtime_error(RuntimeCode::InvalidArgument,
+                           str("LibTorch ", to_string(op), ": no autograd region formula for this op"));
+  }
+}
+
+/// The generic autograd forward; one instantiation per op so it fits AutogradForwardKernel.
+template <Op kOp>
+RuntimeResult<AutogradForwardResult> region_forward(Inputs inputs, const OpAttrs& attrs,
+                                                    const std::vector<bool>& requires_grad) {
+  CAPSULE_CHECK(check_region(kOp, inputs, attrs));
+  if (requires_grad.size() != inputs.size()) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("LibTorch ", to_string(kOp), ": got ", requires_grad.size(), " requires_grad flags for ",
+                             inputs.size(), " inputs; expected one per input"));
+  }
+  const DType dtype = inputs[0].dtype();
+  return aten_call(kOp, [&]() -> RuntimeResult<AutogradForwardResult> {
+    c10::AutoGradMode grad_mode(true);  // the region is recorded; plain forwards run with grad off
+    std::vector<at::Tensor> in;
+    std::vector<at::Tensor> tracked;
+    std::vector<std::size_t> positions;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) {
+        in.emplace_back();
+        continue;
+      }
+      at::Tensor t = view_input(inputs[i]);
+      // Exactly the engine's flags, and never an input the op does not differentiate (a mask).
+      if (requires_grad[i] && input_takes_gradient(kOp, i)) {
+        t.requires_grad_(true);
+        tracked.push_back(t);
+        positions.push_back(i);
+      }
+      in.push_back(std::move(t));
+    }
+    CAPSULE_TRY(at::Tensor output, region_formula(kOp, in, inputs, attrs));
+    CAPSULE_TRY(Tensor ours, adopt_result(kOp, output, dtype, in));
+    AutogradForwardResult result;
+    result.output = std::move(ours);
+    result.boundary = std::make_unique<Region>(kOp, dtype, std::move(output), std::move(tracked), std::move(positions),
+                                               inputs.size());
+    return result;
+  });
+}
+
+}  // namespace
+
+AutogradForwardKernel autograd_forward_for(Op op) {
+  switch (op) {
+#define CAPSULE_LIBTORCH_REGION(OP) \
+  case OP: return &region_forward<OP>;
+    CAPSULE_LIBTORCH_REGION(Op::Add)
+    CAPSULE_LIBTORCH_REGION(Op::Sub)
+    CAPSULE_LIBTORCH_REGION(Op::Mul)
+    CAPSULE_LIBTORCH_REGION(Op::Div)
+    CAPSULE_LIBTORCH_REGION(Op::Max)
+    CAPSULE_LIBTORCH_REGION(Op::Min)
+    CAPSULE_LIBTORCH_REGION(Op::Neg)
+    CAPSULE_LIBTORCH_REGION(Op::Abs)
+    CAPSULE_LIBTORCH_REGION(Op::Sqrt)
+    CAPSULE_LIBTORCH_REGION(Op::Relu)
+    CAPSULE_LIBTORCH_REGION(Op::Gelu)
+    CAPSULE_LIBTORCH_REGION(Op::Sigmoid)
+    CAPSULE_LIBTORCH_REGION(Op::Tanh)
+    CAPSULE_LIBTORCH_REGION(Op::Exp)
+    CAPSULE_LIBTORCH_REGION(Op::Log)
+    CAPSULE_LIBTORCH_REGION(Op::Sin)
+    CAPSULE_LIBTORCH_REGION(Op::Cos)
+    CAPSULE_LIBTORCH_REGION(Op::Inv)
+    CAPSULE_LIBTORCH_REGION(Op::Scale)
+    CAPSULE_LIBTORCH_REGION(Op::Softmax)
+    CAPSULE_LIBTORCH_REGION(Op::LogSoftmax)
+    CAPSULE_LIBTORCH_REGION(Op::ReduceSum)
+    CAPSULE_LIBTORCH_REGION(Op::ReduceMean)
+    CAPSULE_LIBTORCH_REGION(Op::Matmul)
+    CAPSULE_LIBTORCH_REGION(Op::Linear)
+    CAPSULE_LIBTORCH_REGION(Op::MseLoss)
+    CAPSULE_LIBTORCH_REGION(Op::CrossEntropy)
+    CAPSULE_LIBTORCH_REGION(Op::Conv)
+    CAPSULE_LIBTORCH_REGION(Op::MaxPool)
+    CAPSULE_LIBTORCH_REGION(Op::Reshape)
+    CAPSULE_LIBTORCH_REGION(Op::Permute)
+    CAPSULE_LIBTORCH_REGION(Op::Broadcast)
+#undef CAPSULE_LIBTORCH_REGION
+    default: return nullptr;
+  }
+}
+
+}  // namespace capsule::libtorch
+
+namespace capsule {
+
+std::int64_t libtorch_live_autograd_regions() { return libtorch::live_regions().load(); }
+
+std::uint64_t libtorch_autograd_result_copies(Op op) {
+  return libtorch::result_copies()[static_cast<std::size_t>(op)].load();
+}
+
+}  // namespace capsule
