@@ -253,7 +253,7 @@ covers = []
     // Written once in [defaults], reported once: the other capsules are counted in a note.
     CHECK(count(run.out, "error[unknown-test-suite]") == 1);
     CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
-    CHECK(has(run.out, ": 1 errors, 4 warnings, 4 notes"));
+    CHECK(has(run.out, ": 1 errors, 5 warnings, 5 notes"));
   }
 
   TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
@@ -760,7 +760,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
     CHECK(denied.status == 1);
     CHECK(has(denied.out, "error[no-compiled-handler]"));
-    CHECK(has(denied.out, "4 errors, 0 warnings, 4 notes"));
+    CHECK(has(denied.out, "5 errors, 0 warnings, 5 notes"));
     // Comma lists, and an allowed rule wins over --deny warnings.
     const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
     CHECK(quiet.status == 0);
@@ -808,7 +808,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
-    CHECK(has(json.out, R"("errors":1,"warnings":4,"notes":4})"));
+    CHECK(has(json.out, R"("errors":1,"warnings":5,"notes":5})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
@@ -831,7 +831,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
     CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
-    CHECK(count(github.out, "\n") == 9);  // one command per finding
+    CHECK(count(github.out, "\n") == 11);  // one command per finding
   }
 
   TEST_CASE("github annotations escape percent signs and line breaks and property separators") {
