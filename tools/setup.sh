@@ -6,7 +6,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake make g++ clang libclang-rt-14-dev ccache
           libtomlplusplus-dev libboost-program-options-dev doctest-dev libbenchmark-dev
-          libtorch-dev)
+          libtorch-dev libopenblas0-pthread)
+# libopenblas0-pthread: Debian's LibTorch calls whichever libblas.so.3 the alternatives select,
+# which is netlib's reference BLAS unless OpenBLAS is installed; the LibTorch provider and the
+# benchmark peer should run the BLAS a user would (docs/benchmarks.md).
 # Node.js runs the schema checks (tools/schema-check, CTest label `schemas`); any node >= 18 on
 # PATH will do, Debian's otherwise.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
