@@ -30,6 +30,7 @@
 #include "linked_handlers.hpp"
 #include "suite_coverage.hpp"
 #include "test_support.hpp"
+#include "null_reporter.hpp"
 
 namespace {
 
@@ -38,23 +39,12 @@ namespace {
 /// what a case name holding `;` caused (CTest's discovery splits the name there).
 unsigned g_cases_passing_filters = 0;
 
-class FilterMatchListener : public doctest::IReporter {
+class FilterMatchListener : public capsule::testing::NullReporter {
  public:
   explicit FilterMatchListener(const doctest::ContextOptions&) {}
   void test_run_end(const doctest::TestRunStats& stats) override {
     g_cases_passing_filters = stats.numTestCasesPassingFilters;
   }
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_case_start(const doctest::TestCaseData&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
-  void test_case_exception(const doctest::TestCaseException&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData&) override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
 REGISTER_LISTENER("capsule-filter-match", 3, FilterMatchListener);

@@ -16,6 +16,7 @@
 
 #include "capsule/escape.hpp"
 #include "capsule/text.hpp"
+#include "null_reporter.hpp"
 
 namespace capsule::testing {
 namespace {
@@ -65,7 +66,7 @@ std::string relative_to_source(std::string_view file) {
   return std::string(file.substr(0, 400));
 }
 
-class LedgerListener : public doctest::IReporter {
+class LedgerListener : public NullReporter {
  public:
   explicit LedgerListener(const doctest::ContextOptions&) {}
 
@@ -133,13 +134,6 @@ class LedgerListener : public doctest::IReporter {
     r.exercised.clear();
     r.unattributed = {};
   }
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
 REGISTER_LISTENER("capsule-ledger", 2, LedgerListener);

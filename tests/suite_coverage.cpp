@@ -12,6 +12,7 @@
 
 #include "capsule/text.hpp"
 #include "ledger_recorder.hpp"
+#include "null_reporter.hpp"
 
 namespace capsule::testing {
 namespace {
@@ -55,7 +56,7 @@ std::string key_words(const Key& key) {
 
 /// Follows which suite is running (as a listener) and collects suite names when doctest lists
 /// them (as the `capsule-manifest` reporter, which prints nothing itself).
-class CoverageReporter : public doctest::IReporter {
+class CoverageReporter : public NullReporter {
  public:
   explicit CoverageReporter(const doctest::ContextOptions&) {}
 
@@ -78,15 +79,6 @@ class CoverageReporter : public doctest::IReporter {
     const std::lock_guard lock(r.mutex);
     r.current_suite.clear();
   }
-  void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_exception(const doctest::TestCaseException&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData&) override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
 REGISTER_LISTENER("capsule-coverage", 1, CoverageReporter);

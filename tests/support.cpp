@@ -55,6 +55,14 @@ CliRun run_cli(std::vector<std::string> args, const cli::Environment& env) {
   return run;
 }
 
+CliRun run_shipped_cli(std::vector<std::string> args, const cli::Environment& env) {
+  args.push_back("--catalogs");
+  args.push_back((source_dir() / "catalogs").string());
+  args.push_back("--profiles");
+  args.push_back((source_dir() / "profiles").string());
+  return run_cli(std::move(args), env);
+}
+
 std::string mask_digests(std::string text) {
   // A plain scan rather than <regex>: libstdc++'s regex trips -Wmaybe-uninitialized under the
   // sanitizer build.

@@ -12,7 +12,7 @@
 
 using capsule::testing::CliRun;
 using capsule::testing::has;
-using capsule::testing::source_dir;
+using capsule::testing::run_shipped_cli;
 
 namespace {
 
@@ -36,21 +36,13 @@ std::string libtorch_ops() {
   return ops;
 }
 
-CliRun shipped_cli(std::vector<std::string> args) {
-  args.push_back("--catalogs");
-  args.push_back((source_dir() / "catalogs").string());
-  args.push_back("--profiles");
-  args.push_back((source_dir() / "profiles").string());
-  return capsule::testing::run_cli(std::move(args));
-}
-
 }  // namespace
 
 TEST_SUITE("libtorch.profiles") {
   TEST_CASE("checked_cpu never selects a LibTorch capsule, even with the libtorch-cpu module loaded") {
     const std::string ops = libtorch_ops();
     REQUIRE(has(ops, "matmul"));
-    const CliRun shipped = shipped_cli({"plan", "--profile", "checked_cpu", "--ops", ops});
+    const CliRun shipped = run_shipped_cli({"plan", "--profile", "checked_cpu", "--ops", ops});
     CHECK(shipped.status == 0);
     CHECK(has(shipped.out, "reference.matmul"));
     CHECK_FALSE(has(shipped.out, "provider=libtorch"));
@@ -67,7 +59,7 @@ TEST_SUITE("libtorch.profiles") {
   }
 
   TEST_CASE("libtorch_cpu plans every op of the libtorch-cpu catalog on a LibTorch capsule") {
-    const CliRun plan = shipped_cli({"plan", "--profile", "libtorch_cpu", "--ops", libtorch_ops()});
+    const CliRun plan = run_shipped_cli({"plan", "--profile", "libtorch_cpu", "--ops", libtorch_ops()});
     CHECK(plan.status == 0);
     CHECK(has(plan.out, "libtorch.matmul"));
     CHECK(has(plan.out, "libtorch.conv"));
@@ -75,36 +67,36 @@ TEST_SUITE("libtorch.profiles") {
   }
 
   TEST_CASE("libtorch_cpu leaves attention to the reference: the CPU SDPA twins are trusted-external") {
-    const CliRun plan = shipped_cli({"plan", "--profile", "libtorch_cpu", "--ops", "scaled_dot_product_attention"});
+    const CliRun plan = run_shipped_cli({"plan", "--profile", "libtorch_cpu", "--ops", "scaled_dot_product_attention"});
     CHECK(plan.status == 0);
     CHECK(has(plan.out, "reference."));
     CHECK_FALSE(has(plan.out, "libtorch.sdpa_"));
   }
 
   TEST_CASE("libtorch_autograd_cpu plans every op on an external-autograd LibTorch capsule, and nothing else") {
-    const CliRun plan = shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", module_ops("libtorch-autograd-cpu")});
+    const CliRun plan = run_shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", module_ops("libtorch-autograd-cpu")});
     CHECK(plan.status == 0);
     CHECK(has(plan.out, "libtorch.autograd.matmul"));
     CHECK(has(plan.out, "libtorch.autograd.conv"));
     CHECK_FALSE(has(plan.out, "provider=reference"));
     CHECK_FALSE(has(plan.out, "vjp=torchlean-tape"));
     // An op without a LibTorch autograd capsule fails to plan; the reference never stands in.
-    const CliRun missing = shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", "layer_norm"});
+    const CliRun missing = run_shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", "layer_norm"});
     CHECK(missing.status != 0);
     CHECK(has(missing.out + missing.err, "layer_norm"));
     CHECK_FALSE(has(missing.out, "reference.layer_norm"));
   }
 
   TEST_CASE("without LibTorch handlers linked, libtorch_cpu loads and its run fails at bind, never falling back") {
-    const CliRun lint = shipped_cli({"lint"});
+    const CliRun lint = run_shipped_cli({"lint"});
     CHECK_FALSE(has(lint.err + lint.out, "error["));
-    const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
+    const CliRun run = run_shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
     CHECK(run.status != 0);
     CHECK(has(run.err, "error[no-handler]"));
     CHECK(has(run.err, "(libtorch/cpu), but no matching executable handler is linked"));
     CHECK_FALSE(has(run.out, "step 1/"));
     CHECK_FALSE(has(run.out, "-> reference.matmul"));
-    const CliRun autograd = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
+    const CliRun autograd = run_shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
     CHECK(autograd.status != 0);
     CHECK(has(autograd.err, "error[no-handler]"));
     CHECK_FALSE(has(autograd.out, "step 1/"));

@@ -43,10 +43,8 @@ CliRun lint_in(const ScratchTree& tree, std::vector<std::string> extra = {}, con
 }
 
 CliRun lint_shipped(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"lint", "--catalogs", (testing::source_dir() / "catalogs").string(), "--profiles",
-                                (testing::source_dir() / "profiles").string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return testing::run_cli(std::move(args));
+  extra.insert(extra.begin(), "lint");
+  return testing::run_shipped_cli(std::move(extra));
 }
 
 

@@ -47,6 +47,10 @@ struct CliRun {
 /// naming the data folders (tools/cli/data_dirs.hpp) is split off into `data`.
 CliRun run_cli(std::vector<std::string> args, const cli::Environment& env = {});
 
+/// run_cli on the shipped catalogs and profiles of the source tree (`--catalogs`/`--profiles`
+/// appended), so the result does not depend on the working directory.
+CliRun run_shipped_cli(std::vector<std::string> args, const cli::Environment& env = {});
+
 /// Replaces every 64-hex-digit SHA-256 with `<sha256>` so goldens survive catalog edits.
 std::string mask_digests(std::string text);
 

@@ -14,7 +14,7 @@
 
 using capsule::testing::CliRun;
 using capsule::testing::has;
-using capsule::testing::source_dir;
+using capsule::testing::run_shipped_cli;
 
 namespace {
 
@@ -33,19 +33,11 @@ std::vector<double> json_losses(const std::string& out) {
   return losses;
 }
 
-CliRun shipped_cli(std::vector<std::string> args) {
-  args.push_back("--catalogs");
-  args.push_back((source_dir() / "catalogs").string());
-  args.push_back("--profiles");
-  args.push_back((source_dir() / "profiles").string());
-  return capsule::testing::run_cli(std::move(args));
-}
-
 }  // namespace
 
 TEST_SUITE("libtorch.run") {
   TEST_CASE("with the LibTorch handlers linked, lint finds a compiled handler for every LibTorch CPU capsule") {
-    const CliRun lint = shipped_cli({"lint"});
+    const CliRun lint = run_shipped_cli({"lint"});
     INFO(lint.out << lint.err);
     CHECK(lint.status == 0);
     CHECK_FALSE(has(lint.out, "error["));
@@ -57,7 +49,7 @@ TEST_SUITE("libtorch.run") {
 
   TEST_CASE("capsule run mlp_regression --profile libtorch_cpu trains on LibTorch capsules") {
     capsule::set_libtorch_threads(1);
-    const CliRun run = shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
+    const CliRun run = run_shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
     REQUIRE(run.status == 0);
     CHECK(has(run.out, "(falling)"));
     CHECK(has(run.out, "matmul -> libtorch.matmul (libtorch/cpu, checked, vjp=torchlean-tape): 400 forward"));
@@ -78,7 +70,7 @@ TEST_SUITE("libtorch.run") {
 
   TEST_CASE("capsule run cnn_classifier --profile libtorch_autograd_cpu trains through LibTorch autograd") {
     capsule::set_libtorch_threads(1);
-    const CliRun run = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
+    const CliRun run = run_shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu"});
     REQUIRE_MESSAGE(run.status == 0, run.err);
     CHECK(has(run.out, "step 25/25 loss "));
     CHECK(has(run.out, "conv -> libtorch.autograd.conv (libtorch/cpu, checked, vjp=external-autograd): 26 forward"));
@@ -92,8 +84,8 @@ TEST_SUITE("libtorch.run") {
 
   TEST_CASE("libtorch_autograd_cpu's CNN losses track checked_cpu's within 1e-3 relative on the same seed") {
     capsule::set_libtorch_threads(1);
-    const CliRun autograd = shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu", "--format", "json"});
-    const CliRun reference = shipped_cli({"run", "cnn_classifier", "--profile", "checked_cpu", "--format", "json"});
+    const CliRun autograd = run_shipped_cli({"run", "cnn_classifier", "--profile", "libtorch_autograd_cpu", "--format", "json"});
+    const CliRun reference = run_shipped_cli({"run", "cnn_classifier", "--profile", "checked_cpu", "--format", "json"});
     REQUIRE_MESSAGE(autograd.status == 0, autograd.err);
     REQUIRE_MESSAGE(reference.status == 0, reference.err);
     const std::vector<double> got = json_losses(autograd.out);
