@@ -67,10 +67,6 @@ std::array<std::atomic<std::uint64_t>, kOpCount>& result_copies() {
   return counters;
 }
 
-Failure<RuntimeError> shape_error(Op op, const std::string& what) {
-  return runtime_error(RuntimeCode::ShapeMismatch, str(to_string(op), ": ", what));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Adopting ATen results.
 
@@ -191,8 +187,6 @@ class Region final : public AutogradBoundary {
 // ---------------------------------------------------------------------------------------------
 // Checks before the call: the same contracts as the plain forwards (equal shapes instead of
 // ATen's implicit broadcasting, ranks, payload lists, empty losses). ATen checks the rest.
-
-bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
 
 std::string dims_text(const std::vector<std::int64_t>& dims) {
   std::string text = "[";

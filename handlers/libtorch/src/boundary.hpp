@@ -24,6 +24,18 @@ namespace capsule::libtorch {
 using Inputs = std::span<const Tensor>;
 using Grads = RuntimeResult<std::vector<Tensor>>;
 
+/// A shape-mismatch error naming the op, shared by every kernel family's operand checks.
+inline Failure<RuntimeError> shape_error(std::string_view op, const std::string& what) {
+  return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": ", what));
+}
+inline Failure<RuntimeError> shape_error(Op op, const std::string& what) { return shape_error(to_string(op), what); }
+
+/// Whether optional input `i` was passed (present and defined).
+inline bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
+
+/// The transpose of the last two dims (a view; ATen's products read it without a copy).
+inline at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1, -2); }
+
 /// ATen's scalar type for one of ours.
 c10::ScalarType aten_dtype(DType dtype);
 

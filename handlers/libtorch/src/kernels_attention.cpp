@@ -43,12 +43,6 @@
 namespace capsule::libtorch {
 namespace {
 
-Failure<RuntimeError> shape_error(std::string_view op, const std::string& what) {
-  return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": ", what));
-}
-
-bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
-
 /// ATen's kBool form of one of our masks (nonzero = allowed, so NaN is allowed and −0 blocked, as
 /// the reference reads it). This is the counted conversion copy of the boundary.
 at::Tensor allowed_of(Op op, const Tensor& mask) {
@@ -146,8 +140,6 @@ RuntimeStatus expect_finite_alpha(const OpAttrs& attrs) {
   return runtime_error(RuntimeCode::InvalidArgument,
                        str("scaled_matmul: alpha is ", attrs.alpha, "; expected a finite number"));
 }
-
-at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1, -2); }
 
 /// alpha·(a·b): the product, then one scaling of each element, as the reference rounds it.
 RuntimeResult<Tensor> scaled_matmul_forward(Inputs inputs, const OpAttrs& attrs) {

@@ -31,18 +31,12 @@
 namespace capsule::libtorch {
 namespace {
 
-Failure<RuntimeError> shape_error(Op op, const std::string& what) {
-  return runtime_error(RuntimeCode::ShapeMismatch, str(to_string(op), ": ", what));
-}
-
 /// `[2, 3]` for payload dims that need not form a valid Shape.
 std::string quoted_dims(const std::vector<std::int64_t>& dims) {
   std::string text = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
   return text + "]";
 }
-
-at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1, -2); }
 
 // ---------------------------------------------------------------------------------------------
 // matmul (a [.., m, k], b [.., k, n]) with equal leading dims.
@@ -94,8 +88,6 @@ Grads matmul_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
 
 // ---------------------------------------------------------------------------------------------
 // linear (x [.., in], w [out, in], b [out]?): x·wᵀ + b, computed on x viewed as [rows, in].
-
-bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
 
 RuntimeStatus expect_linear(Inputs inputs) {
   CAPSULE_CHECK(expect_inputs("linear", inputs, 2, 3));

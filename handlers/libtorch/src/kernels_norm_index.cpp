@@ -37,8 +37,6 @@
 namespace capsule::libtorch {
 namespace {
 
-bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
-
 c10::optional<at::Tensor> optional_input(Inputs inputs, std::size_t i) {
   if (!has_input(inputs, i)) return c10::nullopt;
   return view_input(inputs[i]);
