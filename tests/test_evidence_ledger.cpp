@@ -321,7 +321,8 @@ TEST_SUITE("evidence ledger") {
     }
     std::vector<LintHandler> handlers;
     for (const RegisteredHandler* h : testing::reference_handlers().all()) {
-      handlers.push_back(LintHandler{h->spec.name, h->spec.op, h->spec.provider, h->spec.device, h->spec.guards, {}});
+      handlers.push_back(LintHandler{h->spec.name, h->spec.op, h->spec.provider, h->spec.device, h->spec.guards, {},
+                                      h->spec.backend_vjp, h->spec.forward_autograd != nullptr});
     }
     const Diagnostics found = check_ledger(testing::shipped(), handlers, ledger, here);
     std::size_t errors = 0;

@@ -167,7 +167,7 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::UnknownProfile,        DiagCode::NoAdmissibleCapsule,     DiagCode::GateRejected,
     DiagCode::Usage,                 DiagCode::UnknownTestSuite,        DiagCode::UnknownRuntimeGuard,
     DiagCode::MissingProvenanceFile, DiagCode::MissingProvenanceSymbol, DiagCode::NoTestSuiteManifest,
-    DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler,
+    DiagCode::NoCompiledHandler,     DiagCode::UnverifiableEvidence,    DiagCode::UnlistedHandler, DiagCode::HandlerVjpMismatch,
     // Directory listings and git revisions, not file contents (tests/test_diff_git.cpp).
     DiagCode::GitError,              DiagCode::NonRegularFile,
     DiagCode::NothingToLint,         DiagCode::CheckedOnTrustedBoundary,

@@ -139,7 +139,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 6 modules, 190 capsules, 16 profiles: 0 errors, 5 warnings, 5 notes\n"));
+    CHECK(has(run.out, "lint: 6 modules, 194 capsules, 16 profiles: 0 errors, 5 warnings, 5 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -751,6 +751,41 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
     CHECK(has(run.out, "`matmul`"));
     CHECK_FALSE(has(run.out, "`relu`"));
     CHECK(lint_in(tree, {"--deny", "unlisted-handler"}).status == 1);
+  }
+
+  TEST_CASE("a capsule whose VJP mode its compiled handler cannot run is a handler-vjp-mismatch warning") {
+    ScratchTree tree("lint-vjp-mismatch");
+    for (const char* name : {"native-cuda.toml", "attention.toml", "libtorch.toml"}) {
+      std::filesystem::remove(tree.catalogs() / name);
+    }
+    std::filesystem::remove_all(tree.profiles());
+    std::filesystem::create_directories(tree.profiles());
+    // The reference relu handler runs under the tape only: no backward of its own, no region.
+    std::string catalog(testing::kCatalogHead);
+    for (const char* mode : {"external-autograd", "backend-vjp"}) {
+      catalog += str(R"(
+[[capsule]]
+name = "site.relu_)", mode, R"("
+op = "relu"
+vjp = ")", mode, R"("
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "portable runtime shape checks" } }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed tensor layout" } }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "test-suite", name = "reference.values" } }
+contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence = { kind = "test-suite", name = "reference.vjps" } }
+)");
+    }
+    tree.write("catalogs/site.toml", catalog);
+    const CliRun run = lint_in(tree);
+    INFO(run.out);
+    CHECK(run.status == 0);
+    CHECK(has(run.out, "site.toml:15:1: warning[handler-vjp-mismatch]: capsule `site.relu_external-autograd` has VJP "
+                       "mode external-autograd, but its handler `TorchLean reference CPU relu` (reference/cpu) opens "
+                       "no autograd region (no forward_autograd)"));
+    CHECK(has(run.out, "site.toml:24:1: warning[handler-vjp-mismatch]: capsule `site.relu_backend-vjp` has VJP mode "
+                       "backend-vjp, but its handler `TorchLean reference CPU relu` (reference/cpu) computes no "
+                       "backward of its own"));
+    CHECK(has(run.out, "binding refuses this capsule at session open"));
+    CHECK(lint_in(tree, {"--deny", "handler-vjp-mismatch"}).status == 1);
   }
 
   TEST_CASE("--deny and --allow adjust rule severities, bad rule ids are usage errors") {

@@ -129,6 +129,7 @@ class EvidenceChecker {
         }
       }
       provenance(module, capsule);
+      if (handler != nullptr) vjp_mode(capsule, *handler);
       if (handler == nullptr) {
         unhandled.capsules.push_back(&capsule);
         unhandled.keys.insert(str(to_string(capsule.provider), "/", to_string(capsule.device)));
@@ -246,6 +247,22 @@ class EvidenceChecker {
         {"binding the capsule to its handler would fail: a runtime guard is evidence only when the handler "
          "enforces it"},
         nearest.empty() ? std::string() : str("did you mean `", nearest, "`?"));
+  }
+
+  /// The capsule's VJP mode against what its handler can run: binding refuses the pair at session
+  /// open (runtime/handler.cpp, contract_mismatch), so lint says so before anything runs.
+  void vjp_mode(const Capsule& capsule, const LintHandler& handler) {
+    std::string lacks;
+    if (capsule.vjp == VjpMode::BackendVjp && !handler.backend_vjp) lacks = "computes no backward of its own";
+    if (capsule.vjp == VjpMode::ExternalAutograd && !handler.autograd_region) {
+      lacks = "opens no autograd region (no forward_autograd)";
+    }
+    if (lacks.empty()) return;
+    add(DiagCode::HandlerVjpMismatch, capsule.where,
+        str("capsule `", capsule.name, "` has VJP mode ", to_string(capsule.vjp), ", but its handler `", handler.name,
+            "` (", to_string(handler.provider), "/", to_string(handler.device), ") ", lacks),
+        {"binding refuses this capsule at session open, so a plan that selects it cannot run in this build"},
+        "implement that VJP mode in the handler, or declare the mode the handler runs");
   }
 
   /// Sources of the manifest that cover `wanted`: those of `kind` first, then the other kinds.

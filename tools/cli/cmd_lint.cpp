@@ -64,7 +64,7 @@ std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry) {
   std::vector<LintHandler> handlers;
   for (const RegisteredHandler* handler : registry.all()) {
     LintHandler item{handler->spec.name, handler->spec.op, handler->spec.provider, handler->spec.device,
-                     handler->spec.guards, {}};
+                     handler->spec.guards, {}, handler->spec.backend_vjp, handler->spec.forward_autograd != nullptr};
     const auto colon = handler->site.rfind(':');
     if (colon != std::string::npos) {
       fs::path file = handler->site.substr(0, colon);

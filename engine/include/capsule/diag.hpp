@@ -47,6 +47,7 @@ enum class DiagCode : std::uint8_t {
   NoCompiledHandler,        // a capsule no handler of this build can run
   UnverifiableEvidence,     // evidence of such a capsule that this build cannot check
   UnlistedHandler,          // a compiled handler that no loaded capsule mentions
+  HandlerVjpMismatch,       // a capsule's VJP mode needs what its compiled handler lacks
   NothingToLint,            // lint was given a directory without files of its kind, or no root
   CheckedOnTrustedBoundary, // a capsule labelled `checked` rests an obligation on a trusted boundary
   EvidenceNotPassed,        // with --ledger: evidence of a runnable capsule has no passing ledger entry for this build
@@ -58,7 +59,7 @@ enum class DiagCode : std::uint8_t {
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 38> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 39> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -88,6 +89,7 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 38> kDiagCode
     {DiagCode::NoCompiledHandler, "no-compiled-handler"},
     {DiagCode::UnverifiableEvidence, "unverifiable-evidence"},
     {DiagCode::UnlistedHandler, "unlisted-handler"},
+    {DiagCode::HandlerVjpMismatch, "handler-vjp-mismatch"},
     {DiagCode::NothingToLint, "nothing-to-lint"},
     {DiagCode::CheckedOnTrustedBoundary, "checked-on-trusted-boundary"},
     {DiagCode::EvidenceNotPassed, "evidence-not-passed"},

@@ -35,7 +35,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 30> kLintRules{{
+inline constexpr std::array<LintRule, 31> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -75,6 +75,9 @@ inline constexpr std::array<LintRule, 30> kLintRules{{
     {DiagCode::UnverifiableEvidence, Severity::Note, false,
      "evidence of capsules without a handler that this build cannot check"},
     {DiagCode::UnlistedHandler, Severity::Warning, false, "every compiled handler is mentioned by a loaded capsule"},
+    {DiagCode::HandlerVjpMismatch, Severity::Warning, false,
+     "a capsule's VJP mode is one its compiled handler runs (backend-vjp: a backward of its own; "
+     "external-autograd: an autograd region)"},
     {DiagCode::NothingToLint, Severity::Error, true,
      "every catalog directory holds catalog files, and the source root exists"},
     {DiagCode::CheckedOnTrustedBoundary, Severity::Error, false,
@@ -98,6 +101,8 @@ struct LintHandler {
   Device device = Device::Cpu;
   std::vector<std::string> guards;
   SourceLoc where;  ///< registration site, when known
+  bool backend_vjp = false;      ///< computes its own backward (what backend-vjp capsules need)
+  bool autograd_region = false;  ///< opens an autograd boundary (what external-autograd capsules need)
 };
 
 struct EvidenceCheckInputs {
