@@ -237,7 +237,7 @@ std::vector<ParityCase> parity_cases() {
   OpAttrs scale;
   scale.alpha = -0.37;
   unary(Op::Scale, kExact, kExact, -3.0, 3.0, scale);
-  // lt-ops: the remaining elementwise activations (bounds derived in docs/libtorch.md).
+  // The remaining elementwise activations (bounds derived in docs/libtorch.md).
   OpAttrs clamp;
   clamp.lo = -1.0;
   clamp.hi = 0.5;
@@ -311,6 +311,32 @@ std::vector<ParityCase> parity_cases() {
   pool1.stride = {2};
   pool1.padding = {1};
   cases.push_back({"max_pool 1-d padded", Op::MaxPool, {{{1, 2, 9}}}, pool1, kExact, kExact});
+  // conv_transpose and avg_pool. n bounds the terms of any one output or gradient sum
+  // (forward (c/groups)·k, dx (o/groups)·k, dw n·spatial, db n·spatial).
+  OpAttrs convt2;
+  convt2.stride = {2, 1};
+  convt2.padding = {1, 0};
+  convt2.output_padding = {1, 0};
+  cases.push_back({"conv_transpose 2-d bias", Op::ConvTranspose, {{{2, 4, 3, 3}}, {{4, 3, 3, 2}}, {{3}}}, convt2,
+                   {Bound::Terms, 2}, {Bound::Terms, 2}, 24});
+  OpAttrs convt1;
+  convt1.groups = 2;
+  convt1.dilation = {2};
+  cases.push_back({"conv_transpose 1-d groups dilated", Op::ConvTranspose, {{{2, 4, 5}}, {{4, 1, 3}}}, convt1,
+                   {Bound::Terms, 2}, {Bound::Terms, 2}, 10});
+  cases.push_back({"conv_transpose size-1", Op::ConvTranspose, {{{1, 1, 1, 1}}, {{1, 2, 1, 1}}, {{2}}}, {},
+                   {Bound::Terms, 2}, {Bound::Terms, 2}, 1});
+  OpAttrs avg2;
+  avg2.kernel = {2, 2};
+  cases.push_back({"avg_pool 2-d", Op::AvgPool, {{{2, 3, 4, 6}}}, avg2, {Bound::Terms, 2}, {Bound::Terms, 2}, 4});
+  OpAttrs avg1;
+  avg1.kernel = {3};
+  avg1.stride = {2};
+  avg1.padding = {1};
+  cases.push_back({"avg_pool 1-d padded", Op::AvgPool, {{{1, 2, 9}}}, avg1, {Bound::Terms, 2}, {Bound::Terms, 2}, 3});
+  OpAttrs avg_size1;
+  avg_size1.kernel = {1, 1};
+  cases.push_back({"avg_pool size-1 window", Op::AvgPool, {{{1, 1, 1, 3}}}, avg_size1, kExact, kExact, 1});
   // Shape ops: data movement is exact; broadcast's backward sums n terms.
   OpAttrs reshape;
   reshape.shape = {3, -1};
@@ -327,7 +353,7 @@ std::vector<ParityCase> parity_cases() {
   OpAttrs bcast_same;
   bcast_same.shape = {4};
   cases.push_back({"broadcast [1] to [4]", Op::Broadcast, {{{1}}}, bcast_same, kExact, {Bound::Terms, 2}, 4});
-  // lt-ops: normalisations (bound k·n·u·max(1, ‖r‖∞), n = the elements of the case; see
+  // Normalisations (bound k·n·u·max(1, ‖r‖∞), n = the elements of the case; see
   // docs/libtorch.md) and the index and block ops (data movement and index_add in the
   // reference's order: exact).
   const Tolerance norm_fwd{Bound::Lane, 4};
@@ -821,7 +847,7 @@ TEST_SUITE("libtorch.vjps") {
   }
 }
 
-// lt-ops: special values, refused differences and payload errors of the ops added for coverage.
+// Special values, refused differences and payload errors of the ops added for coverage.
 TEST_SUITE("libtorch.values") {
   TEST_CASE("clamp keeps x on a signed-zero tie with a bound, as the reference") {
     OpAttrs zero;

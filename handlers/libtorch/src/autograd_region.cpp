@@ -14,6 +14,7 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/addmm.h>
+#include <ATen/ops/avg_pool2d.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
@@ -53,6 +54,7 @@
 #include <numbers>
 
 #include "boundary.hpp"
+#include "windows.hpp"
 
 namespace capsule::libtorch {
 namespace {
@@ -194,57 +196,6 @@ std::string dims_text(const std::vector<std::int64_t>& dims) {
   return text + "]";
 }
 
-struct Window {
-  bool one_d = false;
-  std::vector<std::int64_t> kernel, stride, padding, dilation;
-};
-
-RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
-                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
-  if (!given.empty() && given.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
-                                                           " entries; expected ", spatial, " (one per spatial dim) or none"));
-  }
-  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
-  if (spatial == 1) values.insert(values.begin(), lead);  // a 1-D input runs as a 2-D one of height 1
-  return values;
-}
-
-RuntimeResult<Window> window_of(Op op, Inputs inputs, const OpAttrs& attrs) {
-  const Tensor& x = inputs[0];
-  if (x.rank() != 3 && x.rank() != 4) {
-    return shape_error(op, str("x has shape ", to_string(x.shape()), "; expected [n, c, l] or [n, c, h, w]"));
-  }
-  const std::size_t spatial = x.rank() - 2;
-  Window win;
-  win.one_d = spatial == 1;
-  if (op == Op::Conv) {
-    const Tensor& w = inputs[1];
-    if (w.rank() != x.rank()) {
-      return shape_error(op, str("w has shape ", to_string(w.shape()), "; expected the rank of x ", to_string(x.shape())));
-    }
-    if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
-      return shape_error(op, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
-    }
-    if (attrs.groups < 1) {
-      return runtime_error(RuntimeCode::InvalidArgument, str("conv: groups is ", attrs.groups, "; expected >= 1"));
-    }
-    CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride, spatial, 1, 1));
-    CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
-    CAPSULE_TRY(win.dilation, per_axis(op, "dilation", attrs.dilation, spatial, 1, 1));
-    return win;
-  }
-  if (attrs.kernel.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("max_pool: kernel has ", attrs.kernel.size(), " entries; expected ", spatial));
-  }
-  CAPSULE_TRY(win.kernel, per_axis(op, "kernel", attrs.kernel, spatial, 1, 1));
-  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
-  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
-  win.dilation = {1, 1};
-  return win;
-}
-
 /// The reduced dims (empty axes = all), distinct.
 RuntimeResult<std::vector<std::int64_t>> reduced_dims(Op op, const OpAttrs& attrs, std::size_t rank) {
   std::vector<bool> reduced(rank, attrs.axes.empty());
@@ -311,9 +262,14 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
       }
       return std::monostate{};
     case Op::Conv:
-    case Op::MaxPool: {
-      CAPSULE_CHECK(expect_inputs(name, inputs, op == Op::Conv ? 2 : 1, op == Op::Conv ? 3 : 1));
-      CAPSULE_TRY(Window win, window_of(op, inputs, attrs));
+    case Op::ConvTranspose: {
+      CAPSULE_TRY(Window win, conv_window(op, inputs, attrs));
+      (void)win;
+      return std::monostate{};
+    }
+    case Op::MaxPool:
+    case Op::AvgPool: {
+      CAPSULE_TRY(Window win, pool_window(op, inputs, attrs));
       (void)win;
       return std::monostate{};
     }
@@ -385,9 +341,6 @@ at::Tensor selects_a(Op op, const at::Tensor& a, const at::Tensor& b) {
 /// Φ(x) = erfc(−x/√2)/2, the reference's cancellation-free form; autograd differentiates it.
 at::Tensor normal_cdf(const at::Tensor& x) { return at::mul(at::erfc(at::mul(at::neg(x), 1.0 / std::numbers::sqrt2)), 0.5); }
 
-at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
-at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
-
 /// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
 /// as they are; adopt_result copies them into storage of their own.
 RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {
@@ -440,15 +393,24 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
       const auto rows = static_cast<double>(ours[0].dim(0));
       return at::div(at::neg(at::sum(at::mul(in[1], at::log_softmax(in[0], 1)))), rows);
     }
-    case Op::Conv: {
-      CAPSULE_TRY(Window win, window_of(op, ours, attrs));
+    case Op::Conv:
+    case Op::ConvTranspose: {
+      CAPSULE_TRY(Window win, conv_window(op, ours, attrs));
       const at::Tensor bias = has_input(ours, 2) ? in[2] : at::Tensor();
       const at::Tensor y = at::convolution(as_2d(in[0], win.one_d), as_2d(in[1], win.one_d), bias, win.stride,
-                                           win.padding, win.dilation, false, {0, 0}, attrs.groups);
+                                           win.padding, win.dilation, op == Op::ConvTranspose, win.output_padding,
+                                           attrs.groups);
       return from_2d(y, win.one_d);
     }
+    case Op::AvgPool: {
+      // The reference's definition: floor mode, padding counted in the full-window divisor.
+      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
+      return from_2d(at::avg_pool2d(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding, /*ceil_mode=*/false,
+                                    /*count_include_pad=*/true, c10::nullopt),
+                     win.one_d);
+    }
     case Op::MaxPool: {
-      CAPSULE_TRY(Window win, window_of(op, ours, attrs));
+      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
       auto [y, indices] = at::max_pool2d_with_indices(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding,
                                                       win.dilation, false);
       return from_2d(y, win.one_d);
@@ -537,6 +499,8 @@ AutogradForwardKernel autograd_forward_for(Op op) {
     CAPSULE_LIBTORCH_REGION(Op::CrossEntropy)
     CAPSULE_LIBTORCH_REGION(Op::Conv)
     CAPSULE_LIBTORCH_REGION(Op::MaxPool)
+    CAPSULE_LIBTORCH_REGION(Op::ConvTranspose)
+    CAPSULE_LIBTORCH_REGION(Op::AvgPool)
     CAPSULE_LIBTORCH_REGION(Op::Reshape)
     CAPSULE_LIBTORCH_REGION(Op::Permute)
     CAPSULE_LIBTORCH_REGION(Op::Broadcast)

@@ -5,6 +5,8 @@
 // outputs. Operand ranks and payload lists are checked here; ATen checks the rest and its
 // message is reported as the handler's error.
 #include <ATen/ops/addmm.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool2d_backward.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/div.h>
@@ -27,6 +29,7 @@
 #include <numeric>
 
 #include "boundary.hpp"
+#include "windows.hpp"
 
 namespace capsule::libtorch {
 namespace {
@@ -229,82 +232,46 @@ Grads cross_entropy_backward(Inputs inputs, const Tensor& output, const Tensor& 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Windows: conv (x [n, c, l] | [n, c, h, w], w [o, c/groups, k..], bias [o]?) and max_pool.
-// A 1-D tensor runs as a 2-D one of height 1, as in the reference.
+// Windows: conv, conv_transpose and the pools (their window contract is in windows.hpp).
 
-/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
-/// prepended for 1-D inputs (`lead` for them).
-RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
-                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
-  if (!given.empty() && given.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
-                                                           " entries; expected ", spatial, " (one per spatial dim) or none"));
-  }
-  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
-  if (spatial == 1) values.insert(values.begin(), lead);
-  return values;
-}
-
-struct Window {
-  bool one_d = false;
-  std::vector<std::int64_t> kernel, stride, padding, dilation;
-};
-
-at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
-at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
-
-RuntimeResult<Window> conv_window(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_CHECK(expect_inputs("conv", inputs, 2, 3));
-  const Tensor& x = inputs[0];
-  const Tensor& w = inputs[1];
-  if ((x.rank() != 3 && x.rank() != 4) || w.rank() != x.rank()) {
-    return shape_error(Op::Conv, str("x has shape ", to_string(x.shape()), " and w ", to_string(w.shape()),
-                                     "; expected [n, c, l] or [n, c, h, w] and a weight of the same rank"));
-  }
-  if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0))) {
-    return shape_error(Op::Conv, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", w.dim(0), "]"));
-  }
-  if (attrs.groups < 1) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("conv: groups is ", attrs.groups, "; expected >= 1"));
-  }
-  Window win;
-  const std::size_t spatial = x.rank() - 2;
-  win.one_d = spatial == 1;
-  CAPSULE_TRY(win.stride, per_axis(Op::Conv, "stride", attrs.stride, spatial, 1, 1));
-  CAPSULE_TRY(win.padding, per_axis(Op::Conv, "padding", attrs.padding, spatial, 0, 0));
-  CAPSULE_TRY(win.dilation, per_axis(Op::Conv, "dilation", attrs.dilation, spatial, 1, 1));
-  return win;
-}
-
+/// conv (kOp = Conv) and conv_transpose (kOp = ConvTranspose): one ATen convolution call with
+/// `transposed` and output_padding, as ATen's own conv_transpose2d.
+template <Op kOp>
 RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, conv_window(inputs, attrs));
-  return guarded("conv", [&] {
+  constexpr bool kTransposed = kOp == Op::ConvTranspose;
+  const std::string op(to_string(kOp));
+  CAPSULE_TRY(Window win, conv_window(kOp, inputs, attrs));
+  return guarded(op, [&] {
     const at::Tensor bias = has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor();
     const at::Tensor y = at::convolution(as_2d(view_input(inputs[0]), win.one_d), as_2d(view_input(inputs[1]), win.one_d),
-                                         bias, win.stride, win.padding, win.dilation, false, {0, 0}, attrs.groups);
+                                         bias, win.stride, win.padding, win.dilation, kTransposed, win.output_padding,
+                                         attrs.groups);
     // ATen's CPU convolution has no kernel that writes a caller's buffer: the result is copied
     // once into ours (docs/libtorch.md).
-    return copy_out("conv", from_2d(y, win.one_d), inputs[0].dtype());
+    return copy_out(op, from_2d(y, win.one_d), inputs[0].dtype());
   });
 }
 
+template <Op kOp>
 Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, conv_window(inputs, attrs));
-  CAPSULE_CHECK(expect_grad("conv", inputs, output, grad));
+  constexpr bool kTransposed = kOp == Op::ConvTranspose;
+  const std::string op(to_string(kOp));
+  CAPSULE_TRY(Window win, conv_window(kOp, inputs, attrs));
+  CAPSULE_CHECK(expect_grad(op, inputs, output, grad));
   const bool with_bias = has_input(inputs, 2);
-  return guarded("conv", [&]() -> Grads {
+  return guarded(op, [&]() -> Grads {
     const at::Tensor w = as_2d(view_input(inputs[1]), win.one_d);
-    std::vector<std::int64_t> bias_sizes{inputs[1].dim(0)};
+    std::vector<std::int64_t> bias_sizes{kTransposed ? inputs[1].dim(1) * attrs.groups : inputs[1].dim(0)};
     auto [gx, gw, gb] = at::convolution_backward(as_2d(view_input(grad), win.one_d),
                                                  as_2d(view_input(inputs[0]), win.one_d), w,
                                                  with_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-                                                 win.stride, win.padding, win.dilation, false, {0, 0}, attrs.groups,
-                                                 {true, true, with_bias});
-    CAPSULE_TRY(Tensor dx, copy_out("conv", from_2d(gx, win.one_d), grad.dtype()));
-    CAPSULE_TRY(Tensor dw, copy_out("conv", from_2d(gw, win.one_d), grad.dtype()));
+                                                 win.stride, win.padding, win.dilation, kTransposed,
+                                                 win.output_padding, attrs.groups, {true, true, with_bias});
+    CAPSULE_TRY(Tensor dx, copy_out(op, from_2d(gx, win.one_d), grad.dtype()));
+    CAPSULE_TRY(Tensor dw, copy_out(op, from_2d(gw, win.one_d), grad.dtype()));
     std::vector<Tensor> grads{dx, dw};
     if (with_bias) {
-      CAPSULE_TRY(Tensor db, copy_out("conv", gb, grad.dtype()));
+      CAPSULE_TRY(Tensor db, copy_out(op, gb, grad.dtype()));
       grads.push_back(db);
     } else if (inputs.size() == 3) {
       grads.emplace_back();
@@ -313,33 +280,13 @@ Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, con
   });
 }
 
-RuntimeResult<Window> pool_window(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_CHECK(expect_inputs("max_pool", inputs, 1, 1));
-  const Tensor& x = inputs[0];
-  if (x.rank() != 3 && x.rank() != 4) {
-    return shape_error(Op::MaxPool, str("x has shape ", to_string(x.shape()), "; expected [n, c, l] or [n, c, h, w]"));
-  }
-  const std::size_t spatial = x.rank() - 2;
-  if (attrs.kernel.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("max_pool: kernel has ", attrs.kernel.size(),
-                                                           " entries; expected ", spatial));
-  }
-  Window win;
-  win.one_d = spatial == 1;
-  CAPSULE_TRY(win.kernel, per_axis(Op::MaxPool, "kernel", attrs.kernel, spatial, 1, 1));
-  CAPSULE_TRY(win.stride, per_axis(Op::MaxPool, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
-  CAPSULE_TRY(win.padding, per_axis(Op::MaxPool, "padding", attrs.padding, spatial, 0, 0));
-  win.dilation = {1, 1};
-  return win;
-}
-
 /// max_pool's forward keeps ATen's argmax indices (kLong, ATen's own) for the adjoint.
 struct PoolState final : SavedState {
   at::Tensor indices;
 };
 
 RuntimeResult<SavingForwardResult> max_pool_forward_saving(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(inputs, attrs));
+  CAPSULE_TRY(Window win, pool_window(Op::MaxPool, inputs, attrs));
   return guarded("max_pool", [&]() -> RuntimeResult<SavingForwardResult> {
     auto [y, indices] = at::max_pool2d_with_indices(as_2d(view_input(inputs[0]), win.one_d), win.kernel, win.stride,
                                                     win.padding, win.dilation, false);
@@ -359,7 +306,7 @@ RuntimeResult<Tensor> max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
 /// a call without them (untaped, or the plain `backward`) recomputes them with the same forward.
 Grads max_pool_backward_saved(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs,
                               const SavedState* saved) {
-  CAPSULE_TRY(Window win, pool_window(inputs, attrs));
+  CAPSULE_TRY(Window win, pool_window(Op::MaxPool, inputs, attrs));
   CAPSULE_CHECK(expect_grad("max_pool", inputs, output, grad));
   return guarded("max_pool", [&]() -> Grads {
     const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
@@ -381,6 +328,47 @@ Grads max_pool_backward_saved(Inputs inputs, const Tensor& output, const Tensor&
 
 Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   return max_pool_backward_saved(inputs, output, grad, attrs, nullptr);
+}
+
+/// avg_pool: the window sum over the full window (padding counts as zeros: count_include_pad),
+/// floor mode, no divisor override: the reference's definition.
+RuntimeResult<Tensor> avg_pool_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(Op::AvgPool, inputs, attrs));
+  // The output dims, floor mode: (in + 2·pad − kernel)/stride + 1 per spatial axis.
+  const Tensor& x = inputs[0];
+  std::vector<std::int64_t> dims = x.shape().to_vector();
+  const std::size_t first = x.rank() - (win.one_d ? 1 : 2);
+  for (std::size_t d = first; d < x.rank(); ++d) {
+    const std::size_t a = win.one_d ? 1 : d - first;
+    const std::int64_t span = x.dim(d) + 2 * win.padding[a] - win.kernel[a];
+    if (win.kernel[a] < 1 || win.stride[a] < 1 || span < 0) {
+      return shape_error(Op::AvgPool, str("x has shape ", to_string(x.shape()), " and the window (kernel ",
+                                          quoted_dims(attrs.kernel), ", padding ", quoted_dims(attrs.padding),
+                                          ") does not fit; expected kernel, stride >= 1 and kernel <= size + 2·padding"));
+    }
+    dims[d] = span / win.stride[a] + 1;
+  }
+  return guarded("avg_pool", [&] {
+    return write_new("avg_pool", dims, x.dtype(), [&](at::Tensor& out) {
+      at::Tensor out2 = as_2d(out, win.one_d);
+      at::avg_pool2d_out(out2, as_2d(view_input(x), win.one_d), win.kernel, win.stride, win.padding,
+                         /*ceil_mode=*/false, /*count_include_pad=*/true, c10::nullopt);
+    });
+  });
+}
+
+Grads avg_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(Op::AvgPool, inputs, attrs));
+  CAPSULE_CHECK(expect_grad("avg_pool", inputs, output, grad));
+  return guarded("avg_pool", [&]() -> Grads {
+    const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
+    CAPSULE_TRY(Tensor gx, write_like("avg_pool", inputs[0], [&](at::Tensor& out) {
+      at::Tensor out2 = as_2d(out, win.one_d);
+      at::avg_pool2d_backward_out(out2, as_2d(view_input(grad), win.one_d), x, win.kernel, win.stride, win.padding,
+                                  /*ceil_mode=*/false, /*count_include_pad=*/true, c10::nullopt);
+    }));
+    return std::vector<Tensor>{gx};
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,7 +501,10 @@ RuntimeStatus register_nn_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(spec_for(Op::Linear, linear_forward, linear_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::MseLoss, mse_loss_forward, mse_loss_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::CrossEntropy, cross_entropy_forward, cross_entropy_backward)));
-  CAPSULE_CHECK(registry.add(spec_for(Op::Conv, conv_forward, conv_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::Conv, conv_forward<Op::Conv>, conv_backward<Op::Conv>)));
+  CAPSULE_CHECK(registry.add(
+      spec_for(Op::ConvTranspose, conv_forward<Op::ConvTranspose>, conv_backward<Op::ConvTranspose>)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::AvgPool, avg_pool_forward, avg_pool_backward)));
   HandlerSpec max_pool = spec_for(Op::MaxPool, max_pool_forward, max_pool_backward);
   max_pool.forward_saving = max_pool_forward_saving;
   max_pool.backward_saved = max_pool_backward_saved;

@@ -378,7 +378,7 @@ RuntimeStatus register_pointwise_handlers(HandlerRegistry& registry) {
   CAPSULE_LIBTORCH_UNARY(Op::Cos);
   CAPSULE_LIBTORCH_UNARY(Op::Inv);
   CAPSULE_LIBTORCH_UNARY(Op::Scale);
-  // lt-ops: the remaining elementwise activations
+  // The remaining elementwise activations
   CAPSULE_LIBTORCH_UNARY(Op::Clamp);
   CAPSULE_LIBTORCH_UNARY(Op::SafeLog);
   CAPSULE_LIBTORCH_UNARY(Op::Softplus);

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// The window contract of conv, conv_transpose, max_pool and avg_pool, shared by the plain kernels
+// (kernels_nn.cpp) and the autograd regions (autograd_region.cpp) so that both check the same
+// ranks, payload lists and bias shape before ATen is called. A 1-D input runs as a 2-D one of
+// height 1, as in the reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "boundary.hpp"
+
+namespace capsule::libtorch {
+
+
+/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
+/// prepended for 1-D inputs (`lead` for them).
+inline RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
+                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
+  if (!given.empty() && given.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
+                                                           " entries; expected ", spatial, " (one per spatial dim) or none"));
+  }
+  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
+  if (spatial == 1) values.insert(values.begin(), lead);
+  return values;
+}
+
+struct Window {
+  bool one_d = false;
+  std::vector<std::int64_t> kernel, stride, padding, dilation, output_padding;
+};
+
+inline at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
+inline at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
+
+/// conv's and conv_transpose's window. conv_transpose's weight is [c, o/groups, k..] (ATen's
+/// transposed layout), so its bias has o = w.dim(1)·groups entries; ATen checks the channels.
+inline RuntimeResult<Window> conv_window(Op op, Inputs inputs, const OpAttrs& attrs) {
+  const std::string name(to_string(op));
+  CAPSULE_CHECK(expect_inputs(name, inputs, 2, 3));
+  const Tensor& x = inputs[0];
+  const Tensor& w = inputs[1];
+  if ((x.rank() != 3 && x.rank() != 4) || w.rank() != x.rank()) {
+    return shape_error(op, str("x has shape ", to_string(x.shape()), " and w ", to_string(w.shape()),
+                                     "; expected [n, c, l] or [n, c, h, w] and a weight of the same rank"));
+  }
+  if (attrs.groups < 1) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(name, ": groups is ", attrs.groups, "; expected >= 1"));
+  }
+  const bool transposed = op == Op::ConvTranspose;
+  std::int64_t out_channels = w.dim(0);
+  if (transposed) {
+    CAPSULE_TRY(out_channels, checked_mul(str(name, " output channels"), w.dim(1), attrs.groups));
+  }
+  if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != out_channels)) {
+    return shape_error(op, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", out_channels, "]"));
+  }
+  Window win;
+  const std::size_t spatial = x.rank() - 2;
+  win.one_d = spatial == 1;
+  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride, spatial, 1, 1));
+  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+  CAPSULE_TRY(win.dilation, per_axis(op, "dilation", attrs.dilation, spatial, 1, 1));
+  if (transposed) {
+    CAPSULE_TRY(win.output_padding, per_axis(op, "output_padding", attrs.output_padding, spatial, 0, 0));
+  } else {
+    win.output_padding = {0, 0};
+  }
+  return win;
+}
+
+/// max_pool's and avg_pool's window: x [n, c, l] | [n, c, h, w], one kernel entry per spatial
+/// axis, stride defaulting to the kernel.
+inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& attrs) {
+  const std::string name(to_string(op));
+  CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
+  const Tensor& x = inputs[0];
+  if (x.rank() != 3 && x.rank() != 4) {
+    return shape_error(op, str("x has shape ", to_string(x.shape()), "; expected [n, c, l] or [n, c, h, w]"));
+  }
+  const std::size_t spatial = x.rank() - 2;
+  if (attrs.kernel.size() != spatial) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(name, ": kernel has ", attrs.kernel.size(),
+                                                           " entries; expected ", spatial));
+  }
+  Window win;
+  win.one_d = spatial == 1;
+  CAPSULE_TRY(win.kernel, per_axis(op, "kernel", attrs.kernel, spatial, 1, 1));
+  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
+  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+  win.dilation = {1, 1};
+  return win;
+}
+
+}  // namespace capsule::libtorch
