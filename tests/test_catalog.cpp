@@ -36,8 +36,8 @@ TEST_SUITE("catalog") {
     CHECK(module_named("native-cuda").capsules.size() == 54);
     CHECK(module_named("attention").capsules.size() == 2);
     CHECK(module_named("libtorch").capsules.size() == 2);
-    CHECK(module_named("libtorch-cpu").capsules.size() == 49);
-    CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 34);
+    CHECK(module_named("libtorch-cpu").capsules.size() == 50);
+    CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 35);
     CHECK(shipped().profiles.size() == 16);
     for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
                              "libtorch_autograd_cuda", "macos_cpu", "windows_cpu", "future_metal", "future_rocm",

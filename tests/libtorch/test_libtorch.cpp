@@ -337,6 +337,20 @@ std::vector<ParityCase> parity_cases() {
   OpAttrs avg_size1;
   avg_size1.kernel = {1, 1};
   cases.push_back({"avg_pool size-1 window", Op::AvgPool, {{{1, 1, 1, 3}}}, avg_size1, kExact, kExact, 1});
+  // smooth_max_pool: m + T·log Σ exp((x − m)/T) over n ≤ kh·kw terms; the sum's order and the
+  // exp/log roundings differ from the reference's fixed-left fold: a lane bound over n terms.
+  OpAttrs smooth2;
+  smooth2.kernel = {2, 3};
+  smooth2.stride = {1, 2};
+  smooth2.padding = {1, 1};
+  smooth2.temperature = 0.5;
+  cases.push_back({"smooth_max_pool 2-d padded", Op::SmoothMaxPool, {{{2, 3, 4, 6}}}, smooth2, {Bound::Lane, 8},
+                   {Bound::Lane, 8}, 6});
+  OpAttrs smooth1;
+  smooth1.kernel = {3};
+  smooth1.temperature = 2.0;
+  cases.push_back({"smooth_max_pool 1-d", Op::SmoothMaxPool, {{{1, 2, 9}}}, smooth1, {Bound::Lane, 8},
+                   {Bound::Lane, 8}, 3});
   // Shape ops: data movement is exact; broadcast's backward sums n terms.
   OpAttrs reshape;
   reshape.shape = {3, -1};
@@ -606,6 +620,32 @@ void check_softmax_specials(bool backward) {
   }
 }
 
+/// smooth_max_pool windows (kernel 2, stride 2, padding 1) holding only −inf and padding, a NaN,
+/// a +inf, only −inf, and a finite value beside padding (the table's windows row).
+void check_smooth_pool_specials(bool backward) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  OpAttrs attrs;
+  attrs.kernel = {2};
+  attrs.stride = {2};
+  attrs.padding = {1};
+  attrs.temperature = 0.5;
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    const Tensor x = Tensor::from_values(Shape::make({1, 1, 8}).value(), dtype,
+                                         std::vector<double>{-inf, nan, 1, inf, 2, -inf, -inf, 3})
+                         .value();
+    const std::vector<Tensor> in{x};
+    const Tensor ref = oracle(Op::SmoothMaxPool).forward(in, attrs).value();
+    const Tensor lib = libtorch_handler(Op::SmoothMaxPool).forward(in, attrs).value();
+    CHECK(compare(lib, ref, {Bound::Lane, 8}, nullptr, 2).empty());
+    if (!backward) continue;
+    const Tensor grad = Tensor::full(ref.shape(), dtype, 0.5).value();
+    const auto rg = oracle(Op::SmoothMaxPool).backward(in, ref, grad, attrs).value();
+    const auto lg = libtorch_handler(Op::SmoothMaxPool).backward(in, ref, grad, attrs).value();
+    CHECK(compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 2).empty());
+  }
+}
+
 const testing::SuiteCoverage kValueCoverage{"libtorch.values", Obligation::Value, Provider::Libtorch, Device::Cpu,
                                             covered_ops};
 const testing::SuiteCoverage kVjpCoverage{"libtorch.vjps", Obligation::Vjp, Provider::Libtorch, Device::Cpu,
@@ -807,6 +847,9 @@ TEST_SUITE("libtorch.values") {
   TEST_CASE("softmax and log_softmax lanes with NaN and infinities match the reference") {
     check_softmax_specials(false);
   }
+  TEST_CASE("smooth_max_pool windows with NaN, infinities or only padding match the reference") {
+    check_smooth_pool_specials(false);
+  }
   TEST_CASE("LibTorch handlers reject what the reference rejects") {
     const Tensor a = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
     const Tensor b = Tensor::from_values({3}, DType::F32, {1, 2, 3}).value();
@@ -818,15 +861,40 @@ TEST_SUITE("libtorch.values") {
     const auto mixed = libtorch_handler(Op::Mul).forward(std::vector<Tensor>{b, d}, {});
     REQUIRE_FALSE(mixed.has_value());
     CHECK(mixed.error().code == RuntimeCode::DTypeMismatch);
-    // A window larger than ATen allows fails with ATen's one-line reason, not an exception.
+    // Padding above half the kernel is the reference's error, checked before ATen is called.
     OpAttrs pool;
     pool.kernel = {2};
     pool.padding = {5};
     const Tensor x = Tensor::from_values({1, 1, 3}, DType::F32, {1, 2, 3}).value();
     const auto padded = libtorch_handler(Op::MaxPool).forward(std::vector<Tensor>{x}, pool);
     REQUIRE_FALSE(padded.has_value());
-    CHECK(testing::has(padded.error().message, "LibTorch max_pool: ATen rejected the call"));
-    CHECK_FALSE(testing::has(padded.error().message, "\n"));
+    CHECK(padded.error().code == RuntimeCode::InvalidArgument);
+    CHECK(testing::has(padded.error().message, "max_pool: x has shape [1, 1, 3] and the window (kernel [2], stride "
+                                               "[], padding [5]) does not fit"));
+    // Pools take no dilation: refused, as the reference does, instead of ignored.
+    OpAttrs dilated;
+    dilated.kernel = {2};
+    dilated.dilation = {2};
+    for (const Op op : {Op::MaxPool, Op::AvgPool, Op::SmoothMaxPool}) {
+      const auto refused = libtorch_handler(op).forward(std::vector<Tensor>{x}, dilated);
+      REQUIRE_FALSE(refused.has_value());
+      CHECK(testing::has(refused.error().message, "dilation [2] given; pools take no dilation"));
+    }
+    OpAttrs cold;
+    cold.kernel = {2};
+    cold.temperature = 0;
+    const auto frozen = libtorch_handler(Op::SmoothMaxPool).forward(std::vector<Tensor>{x}, cold);
+    REQUIRE_FALSE(frozen.has_value());
+    CHECK(testing::has(frozen.error().message, "temperature is 0; expected a finite value > 0"));
+    // What only ATen checks (conv_transpose's output_padding below the stride) fails with ATen's
+    // one-line reason, not an exception.
+    OpAttrs wide;
+    wide.output_padding = {2};
+    const Tensor w = Tensor::from_values({1, 1, 2}, DType::F32, {1, 1}).value();
+    const auto rejected = libtorch_handler(Op::ConvTranspose).forward(std::vector<Tensor>{x, w}, wide);
+    REQUIRE_FALSE(rejected.has_value());
+    CHECK(testing::has(rejected.error().message, "LibTorch conv_transpose: ATen rejected the call"));
+    CHECK_FALSE(testing::has(rejected.error().message, "\n"));
   }
 }
 
@@ -844,6 +912,9 @@ TEST_SUITE("libtorch.vjps") {
   TEST_CASE("pointwise adjoints match the reference on the special-value classes") { check_specials(true); }
   TEST_CASE("softmax and log_softmax adjoints with NaN and infinities match the reference") {
     check_softmax_specials(true);
+  }
+  TEST_CASE("smooth_max_pool adjoints of windows with NaN, infinities or only padding match the reference") {
+    check_smooth_pool_specials(true);
   }
 }
 
@@ -1264,7 +1335,7 @@ TEST_SUITE("libtorch.autograd_boundary") {
     const Tensor x = Tensor::from_values({1, 1, 3}, DType::F32, {1, 2, 3}).value();
     const auto padded = libtorch_handler(Op::MaxPool).forward_autograd(std::vector<Tensor>{x}, pool, {true});
     REQUIRE_FALSE(padded.has_value());
-    CHECK(testing::has(padded.error().message, "LibTorch max_pool: ATen rejected the call"));
+    CHECK(testing::has(padded.error().message, "max_pool: x has shape [1, 1, 3] and the window"));
     CHECK_FALSE(testing::has(padded.error().message, "\n"));
     CHECK(libtorch_live_autograd_regions() == 0);
   }

@@ -190,12 +190,6 @@ class Region final : public AutogradBoundary {
 // Checks before the call: the same contracts as the plain forwards (equal shapes instead of
 // ATen's implicit broadcasting, ranks, payload lists, empty losses). ATen checks the rest.
 
-std::string dims_text(const std::vector<std::int64_t>& dims) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
-  return text + "]";
-}
-
 /// The reduced dims (empty axes = all), distinct.
 RuntimeResult<std::vector<std::int64_t>> reduced_dims(Op op, const OpAttrs& attrs, std::size_t rank) {
   std::vector<bool> reduced(rank, attrs.axes.empty());
@@ -268,7 +262,8 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
       return std::monostate{};
     }
     case Op::MaxPool:
-    case Op::AvgPool: {
+    case Op::AvgPool:
+    case Op::SmoothMaxPool: {
       CAPSULE_TRY(Window win, pool_window(op, inputs, attrs));
       (void)win;
       return std::monostate{};
@@ -294,7 +289,7 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
         if (d < -1) return shape_error(op, str("target dim ", d, " is negative"));
         wildcards += d == -1 ? 1 : 0;
       }
-      if (wildcards > 1) return shape_error(op, str("target ", dims_text(attrs.shape), " has more than one -1"));
+      if (wildcards > 1) return shape_error(op, str("target ", quoted_dims(attrs.shape), " has more than one -1"));
       return std::monostate{};  // ATen's reshape checks the element count
     }
     case Op::Permute: {
@@ -320,7 +315,7 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
         fits = x.dim(d) == 1 || x.dim(d) == target;
       }
       for (const std::int64_t t : attrs.shape) fits = fits && t >= 0;
-      if (!fits) return shape_error(op, str("cannot broadcast ", to_string(x.shape()), " to ", dims_text(attrs.shape)));
+      if (!fits) return shape_error(op, str("cannot broadcast ", to_string(x.shape()), " to ", quoted_dims(attrs.shape)));
       return std::monostate{};
     }
     default:
@@ -408,6 +403,15 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
       return from_2d(at::avg_pool2d(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding, /*ceil_mode=*/false,
                                     /*count_include_pad=*/true, c10::nullopt),
                      win.one_d);
+    }
+    case Op::SmoothMaxPool: {
+      // The shift is a constant of the formula (detached), so autograd's gradient is
+      // g·exp((x − m)/T)/s, the reference's, and never flows through the window maximum.
+      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
+      const at::Tensor windows = smooth_windows(as_2d(in[0], win.one_d), win);
+      const at::Tensor shift = smooth_shift(windows).detach();
+      const at::Tensor sums = at::sum(smooth_terms(windows, shift, attrs.temperature), {4, 5});
+      return from_2d(at::add(shift.squeeze(5).squeeze(4), at::log(sums), attrs.temperature), win.one_d);
     }
     case Op::MaxPool: {
       CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
@@ -501,6 +505,7 @@ AutogradForwardKernel autograd_forward_for(Op op) {
     CAPSULE_LIBTORCH_REGION(Op::MaxPool)
     CAPSULE_LIBTORCH_REGION(Op::ConvTranspose)
     CAPSULE_LIBTORCH_REGION(Op::AvgPool)
+    CAPSULE_LIBTORCH_REGION(Op::SmoothMaxPool)
     CAPSULE_LIBTORCH_REGION(Op::Reshape)
     CAPSULE_LIBTORCH_REGION(Op::Permute)
     CAPSULE_LIBTORCH_REGION(Op::Broadcast)

@@ -30,6 +30,13 @@ inline Failure<RuntimeError> shape_error(std::string_view op, const std::string&
 }
 inline Failure<RuntimeError> shape_error(Op op, const std::string& what) { return shape_error(to_string(op), what); }
 
+/// `[2, 3]` for payload dims that need not form a valid Shape (reshape targets, windows).
+inline std::string quoted_dims(const std::vector<std::int64_t>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
+  return text + "]";
+}
+
 /// Whether optional input `i` was passed (present and defined).
 inline bool has_input(Inputs inputs, std::size_t i) { return i < inputs.size() && inputs[i].defined(); }
 

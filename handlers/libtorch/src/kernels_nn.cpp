@@ -4,12 +4,14 @@
 // (permute, expand, transpose) never leave a handler: they are copied into our contiguous
 // outputs. Operand ranks and payload lists are checked here; ATen checks the rest and its
 // message is reported as the handler's error.
+#include <ATen/ops/add.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/avg_pool2d.h>
 #include <ATen/ops/avg_pool2d_backward.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/log.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/max_pool2d_with_indices.h>
@@ -33,13 +35,6 @@
 
 namespace capsule::libtorch {
 namespace {
-
-/// `[2, 3]` for payload dims that need not form a valid Shape.
-std::string quoted_dims(const std::vector<std::int64_t>& dims) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
-  return text + "]";
-}
 
 // ---------------------------------------------------------------------------------------------
 // matmul (a [.., m, k], b [.., k, n]) with equal leading dims.
@@ -334,22 +329,9 @@ Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
 /// floor mode, no divisor override: the reference's definition.
 RuntimeResult<Tensor> avg_pool_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(Window win, pool_window(Op::AvgPool, inputs, attrs));
-  // The output dims, floor mode: (in + 2·pad − kernel)/stride + 1 per spatial axis.
   const Tensor& x = inputs[0];
-  std::vector<std::int64_t> dims = x.shape().to_vector();
-  const std::size_t first = x.rank() - (win.one_d ? 1 : 2);
-  for (std::size_t d = first; d < x.rank(); ++d) {
-    const std::size_t a = win.one_d ? 1 : d - first;
-    const std::int64_t span = x.dim(d) + 2 * win.padding[a] - win.kernel[a];
-    if (win.kernel[a] < 1 || win.stride[a] < 1 || span < 0) {
-      return shape_error(Op::AvgPool, str("x has shape ", to_string(x.shape()), " and the window (kernel ",
-                                          quoted_dims(attrs.kernel), ", padding ", quoted_dims(attrs.padding),
-                                          ") does not fit; expected kernel, stride >= 1 and kernel <= size + 2·padding"));
-    }
-    dims[d] = span / win.stride[a] + 1;
-  }
   return guarded("avg_pool", [&] {
-    return write_new("avg_pool", dims, x.dtype(), [&](at::Tensor& out) {
+    return write_new("avg_pool", win.out_dims, x.dtype(), [&](at::Tensor& out) {
       at::Tensor out2 = as_2d(out, win.one_d);
       at::avg_pool2d_out(out2, as_2d(view_input(x), win.one_d), win.kernel, win.stride, win.padding,
                          /*ceil_mode=*/false, /*count_include_pad=*/true, c10::nullopt);
@@ -366,6 +348,46 @@ Grads avg_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
       at::Tensor out2 = as_2d(out, win.one_d);
       at::avg_pool2d_backward_out(out2, as_2d(view_input(grad), win.one_d), x, win.kernel, win.stride, win.padding,
                                   /*ceil_mode=*/false, /*count_include_pad=*/true, c10::nullopt);
+    }));
+    return std::vector<Tensor>{gx};
+  });
+}
+
+/// smooth_max_pool, composed from ATen ops (windows.hpp): y = m + T·log s, s = Σ exp((x − m)/T),
+/// written into our output by add_out.
+RuntimeResult<Tensor> smooth_max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(Op::SmoothMaxPool, inputs, attrs));
+  const Tensor& x = inputs[0];
+  return guarded("smooth_max_pool", [&] {
+    return write_new("smooth_max_pool", win.out_dims, x.dtype(), [&](at::Tensor& out) {
+      const at::Tensor windows = smooth_windows(as_2d(view_input(x), win.one_d), win);
+      const at::Tensor shift = smooth_shift(windows);
+      const at::Tensor sums = at::sum(smooth_terms(windows, shift, attrs.temperature), {4, 5});
+      at::Tensor out2 = as_2d(out, win.one_d);
+      at::add_out(out2, shift.squeeze(5).squeeze(4), at::log(sums), attrs.temperature);
+    });
+  });
+}
+
+/// dx = Σ over the windows holding x of g·exp((x − m)/T)/s: the weighted window gradients are
+/// folded back onto the input by col2im, whose padding drops the padded entries.
+Grads smooth_max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_TRY(Window win, pool_window(Op::SmoothMaxPool, inputs, attrs));
+  CAPSULE_CHECK(expect_grad("smooth_max_pool", inputs, output, grad));
+  return guarded("smooth_max_pool", [&]() -> Grads {
+    const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
+    const at::Tensor windows = smooth_windows(x, win);
+    const at::Tensor terms = smooth_terms(windows, smooth_shift(windows), attrs.temperature);
+    const at::Tensor sums = at::sum(terms, {4, 5}, /*keepdim=*/true);
+    const at::Tensor g = as_2d(view_input(grad), win.one_d).unsqueeze(4).unsqueeze(5);
+    const at::Tensor weighted = at::mul(g, at::div(terms, sums));  // [n, c, oh, ow, kh, kw]
+    const std::int64_t n = x.size(0);
+    const std::int64_t c = x.size(1);
+    const at::Tensor columns =
+        weighted.permute({0, 1, 4, 5, 2, 3}).reshape({n, c * win.kernel[0] * win.kernel[1], -1});
+    CAPSULE_TRY(Tensor gx, write_like("smooth_max_pool", inputs[0], [&](at::Tensor& out) {
+      at::Tensor out2 = as_2d(out, win.one_d);
+      at::col2im_out(out2, columns, {x.size(2), x.size(3)}, win.kernel, win.dilation, win.padding, win.stride);
     }));
     return std::vector<Tensor>{gx};
   });
@@ -505,6 +527,7 @@ RuntimeStatus register_nn_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(
       spec_for(Op::ConvTranspose, conv_forward<Op::ConvTranspose>, conv_backward<Op::ConvTranspose>)));
   CAPSULE_CHECK(registry.add(spec_for(Op::AvgPool, avg_pool_forward, avg_pool_backward)));
+  CAPSULE_CHECK(registry.add(spec_for(Op::SmoothMaxPool, smooth_max_pool_forward, smooth_max_pool_backward)));
   HandlerSpec max_pool = spec_for(Op::MaxPool, max_pool_forward, max_pool_backward);
   max_pool.forward_saving = max_pool_forward_saving;
   max_pool.backward_saved = max_pool_backward_saved;

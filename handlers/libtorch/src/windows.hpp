@@ -5,7 +5,18 @@
 // height 1, as in the reference.
 #pragma once
 
+#include <ATen/ops/amax.h>
+#include <ATen/ops/col2im.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +42,7 @@ inline RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view
 struct Window {
   bool one_d = false;
   std::vector<std::int64_t> kernel, stride, padding, dilation, output_padding;
+  std::vector<std::int64_t> out_dims;  ///< a pool's output shape (ours: [n, c, l] or [n, c, oh, ow])
 };
 
 inline at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
@@ -72,8 +84,10 @@ inline RuntimeResult<Window> conv_window(Op op, Inputs inputs, const OpAttrs& at
   return win;
 }
 
-/// max_pool's and avg_pool's window: x [n, c, l] | [n, c, h, w], one kernel entry per spatial
-/// axis, stride defaulting to the kernel.
+/// A pool's window, as the reference checks it: x [n, c, l] | [n, c, h, w], one kernel entry per
+/// spatial axis, stride defaulting to the kernel, no dilation, padding at most half the kernel (so
+/// every window holds a real element), a window that fits, and for smooth_max_pool a finite
+/// temperature > 0. The output is floor mode: (size + 2·padding − kernel)/stride + 1 per axis.
 inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& attrs) {
   const std::string name(to_string(op));
   CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
@@ -91,8 +105,58 @@ inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& at
   CAPSULE_TRY(win.kernel, per_axis(op, "kernel", attrs.kernel, spatial, 1, 1));
   CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
   CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+  for (const std::int64_t d : attrs.dilation) {
+    if (d != 1) {
+      return runtime_error(RuntimeCode::InvalidArgument,
+                           str(name, ": dilation ", quoted_dims(attrs.dilation), " given; pools take no dilation"));
+    }
+  }
   win.dilation = {1, 1};
+  if (op == Op::SmoothMaxPool && !(std::isfinite(attrs.temperature) && attrs.temperature > 0)) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(name, ": temperature is ", attrs.temperature, "; expected a finite value > 0"));
+  }
+  win.out_dims = x.shape().to_vector();
+  const std::size_t first = x.rank() - spatial;
+  for (std::size_t d = first; d < x.rank(); ++d) {
+    const std::size_t a = win.one_d ? 1 : d - first;  // the axis in the 2-D window (1-D runs as height 1)
+    if (win.kernel[a] < 1 || win.stride[a] < 1 || win.padding[a] < 0 || win.padding[a] > win.kernel[a] / 2 ||
+        x.dim(d) + 2 * win.padding[a] < win.kernel[a]) {
+      return runtime_error(RuntimeCode::InvalidArgument,
+                           str(name, ": x has shape ", to_string(x.shape()), " and the window (kernel ",
+                               quoted_dims(attrs.kernel), ", stride ", quoted_dims(attrs.stride), ", padding ",
+                               quoted_dims(attrs.padding), ") does not fit; expected kernel and stride >= 1, "
+                               "0 <= padding <= kernel / 2 and kernel <= size + 2·padding"));
+    }
+    win.out_dims[d] = (x.dim(d) + 2 * win.padding[a] - win.kernel[a]) / win.stride[a] + 1;
+  }
   return win;
+}
+
+// smooth_max_pool, T·log Σ_window exp(x/T) in the reference's form: the shift m is the window
+// maximum (NaN when the window holds one), or 0 when that maximum is ±inf, and y = m + T·log Σ
+// exp((x − m)/T). ATen has no such pool, so it is composed: the input padded with −inf (a padded
+// entry adds exp(−inf) = 0, so padding adds no term), its windows as a strided view
+// [n, c, oh, ow, kh, kw] (no copy), and reductions over the last two axes. The plain handler and
+// the autograd region share these, so both compute the same values.
+
+/// The windows of a 2-D input [n, c, h, w], padded with −inf.
+inline at::Tensor smooth_windows(const at::Tensor& x2d, const Window& win) {
+  const at::Tensor padded =
+      at::constant_pad_nd(x2d, {win.padding[1], win.padding[1], win.padding[0], win.padding[0]},
+                          -std::numeric_limits<double>::infinity());
+  return padded.unfold(2, win.kernel[0], win.stride[0]).unfold(3, win.kernel[1], win.stride[1]);
+}
+
+/// The shift m per window, keeping the window axes (size 1) so that it broadcasts over them.
+inline at::Tensor smooth_shift(const at::Tensor& windows) {
+  const at::Tensor m = at::amax(windows, {4, 5}, /*keepdim=*/true);
+  return m.masked_fill(at::isinf(m), 0);
+}
+
+/// exp((x − m)/T) per window entry.
+inline at::Tensor smooth_terms(const at::Tensor& windows, const at::Tensor& shift, double temperature) {
+  return at::exp(at::div(at::sub(windows, shift), temperature));
 }
 
 }  // namespace capsule::libtorch
