@@ -108,6 +108,7 @@ class EvidenceChecker {
     Unhandled unhandled;
     for (const Capsule& capsule : module.capsules) {
       checked_label(capsule);
+      missing_evidence(capsule);
       const LintHandler* handler = find_handler(capsule);
       for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
         const Evidence& evidence = capsule.contracts[i].evidence;
@@ -227,6 +228,22 @@ class EvidenceChecker {
               " obligation rests on trusted-boundary evidence"),
           {"plans report it under \"trusted boundaries by evidence\", not under the trusted external boundary"},
           "label it `trust = \"trusted-external\"`, or back the obligation with checked evidence");
+    }
+  }
+
+  /// An obligation that says outright that nothing backs its claim. It is honest, and every
+  /// preset rejects it at the gate, so it cannot slip into a plan; lint warns so the gap stays
+  /// visible (`--deny missing-evidence` makes it an error).
+  void missing_evidence(const Capsule& capsule) {
+    for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+      if (capsule.contracts[i].evidence.kind != EvidenceKind::Missing) continue;
+      const SourceLoc where = site(capsule, capsule.sites[i].evidence);
+      if (!first_report(DiagCode::MissingEvidence, where, "", capsule)) continue;
+      add(DiagCode::MissingEvidence, where,
+          str("capsule `", capsule.name, "` declares `missing` evidence for its ", obligation_name(i),
+              " obligation: nothing stands behind the claim"),
+          {"every acceptance preset rejects it at the gate (failure class `missing`)"},
+          "name the guard, suite, definition, oracle or checker that backs the claim");
     }
   }
 
