@@ -332,6 +332,11 @@ TEST_SUITE("acceptance presets") {
 name = "inline.relu"
 op = "relu"
 contracts.value = { claim = "value-refinement", evidence = { kind = "missing" } }
+
+[[capsule]]
+name = "inline.abs"
+op = "abs"
+contracts.value = { claim = "value-refinement", evidence = { kind = "checker", name = "abs.check", coverage = "partial" } }
 )"));
     const std::vector<std::string> base{"lint", "--catalogs", (dir / "catalogs").string(), "--profiles",
                                         (dir / "profiles").string()};
@@ -339,6 +344,9 @@ contracts.value = { claim = "value-refinement", evidence = { kind = "missing" } 
     INFO(warn.out, warn.err);
     CHECK(has(warn.out + warn.err, "inline.toml:18:60: warning[missing-evidence]: capsule `inline.relu` declares "
                                    "`missing` evidence for its value obligation"));
+    // A checker's name is not resolvable by lint; it says so at the name instead of passing it.
+    CHECK(has(warn.out + warn.err, "inline.toml:23:87: note[unverifiable-evidence]: capsule `inline.abs` value evidence "
+                                   "names checker `abs.check` (partial), which lint cannot resolve"));
     std::vector<std::string> deny = base;
     deny.push_back("--deny");
     deny.push_back("missing-evidence");

@@ -115,6 +115,8 @@ class EvidenceChecker {
         if (evidence.kind == EvidenceKind::RuntimeGuard) {
           if (handler != nullptr) guard(capsule, i, *handler);
           else unhandled.guards.insert(evidence.name);
+        } else if (evidence.kind == EvidenceKind::Checker) {
+          unresolved_checker(capsule, i);
         } else if (declared_in_manifest(evidence.kind) && inputs_.suites) {
           const CoverageCase wanted{capsule.op, capsule.provider, capsule.device, static_cast<Obligation>(i)};
           // A source the build has must cover the capsule, handler or not: a CUDA capsule
@@ -245,6 +247,18 @@ class EvidenceChecker {
           {"every acceptance preset rejects it at the gate (failure class `missing`)"},
           "name the guard, suite, definition, oracle or checker that backs the claim");
     }
+  }
+
+  /// Lint has no checker registry to resolve a checker's name against (checkers register in the
+  /// runtime), so it says so rather than let a misspelt checker pass in silence.
+  void unresolved_checker(const Capsule& capsule, std::size_t index) {
+    const Evidence& evidence = capsule.contracts[index].evidence;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    if (!first_report(DiagCode::UnverifiableEvidence, where, evidence.name, capsule)) return;
+    add(DiagCode::UnverifiableEvidence, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names checker `", evidence.name,
+            "` (", to_string(evidence.coverage), "), which lint cannot resolve: checkers register in the runtime"),
+        {}, "");
   }
 
   void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {
