@@ -858,10 +858,27 @@ TEST_CASE("checker evidence ranks: trusted-boundary -> checker strengthens, the 
     REQUIRE(change != nullptr);
     CHECK(has(change->message, "no longer refuses guarded, tested, fuzzed evidence"));
     CHECK(has(change->before, "strict (trust checked, trusted-external; evidence "));
-    CHECK(has(change->before, "; refused guarded, tested, fuzzed)"));
+    CHECK(has(change->before, "; refused guarded, tested, fuzzed, trusted, missing)"));
     const TrustDiff narrowed = diff_trees(runtime, shipped(), diff_options());
     INFO(all_ids(narrowed));
     CHECK(find_change(narrowed, "strengthened:profile:strict:assurance") != nullptr);
+  }
+  SUBCASE("profiles: a new strict or checked-runtime profile admits no trusted boundary, so it is neutral") {
+    const Tree base = with_profile(shipped(), "strict", [](Profile& p) { p.name = "strict_old"; });
+    const TrustDiff diff = diff_trees(base, shipped(), diff_options());
+    INFO(all_ids(diff));
+    CHECK(find_change(diff, "neutral:profile:strict:added") != nullptr);
+    const Tree runtime = with_profile(shipped(), "strict", [](Profile& p) {
+      p.policy.assurance = AssurancePolicy::checked_runtime();
+    });
+    const TrustDiff runtime_diff = diff_trees(base, runtime, diff_options());
+    INFO(all_ids(runtime_diff));
+    CHECK(find_change(runtime_diff, "neutral:profile:strict:added") != nullptr);
+    // Widening checked-runtime back to external does admit one.
+    const Tree external = with_profile(runtime, "strict", [](Profile& p) { p.policy.assurance = AssurancePolicy::external(); });
+    const Change* widened = find_change(diff_trees(runtime, external, diff_options()), "weakened:profile:strict:assurance");
+    REQUIRE(widened != nullptr);
+    CHECK(has(widened->message, "now admits a trusted boundary it did not admit before"));
   }
   SUBCASE("the order itself") {
     const auto rank = [](ClaimKind claim, CheckerCoverage coverage) {

@@ -249,7 +249,11 @@ std::string availability_words(const Availability& a) {
   return str("devices ", set_words(a.devices), "; providers ", set_words(a.providers));
 }
 
+/// A policy that refuses the `trusted` disposition (strict, checked-runtime) lets no claim rest on
+/// trust, even on a capsule labelled trusted-external: the evidence decides (Note [Label is not
+/// evidence] in diff_impact.cpp).
 bool admits_boundary(const AssurancePolicy& policy) {
+  if (policy.refused.contains(Disposition::Trusted)) return false;
   return policy.trust.contains(Trust::TrustedExternal) || policy.evidence.contains(EvidenceKind::TrustedBoundary);
 }
 

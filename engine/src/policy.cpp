@@ -27,14 +27,17 @@ AssurancePolicy AssurancePolicy::checked_runtime() {
   // TorchLean's acceptance presets read evidence only; the trust label is the planner's filter.
   // Admitting both labels lets a trusted-external capsule whose every claim is checked pass,
   // which is what a per-call checker is for (issue 11).
+  // Trusted and missing evidence are refused explicitly (their kinds are not admitted anyway), so
+  // that the record itself says no claim may rest on trust, whatever label a capsule carries.
   AssurancePolicy policy = checked();
   policy.trust.insert(Trust::TrustedExternal);
+  policy.refused = EnumSet<Disposition>{Disposition::Trusted, Disposition::Missing};
   return policy;
 }
 
 AssurancePolicy AssurancePolicy::strict() {
   AssurancePolicy policy = checked_runtime();
-  policy.refused = EnumSet<Disposition>{Disposition::Guarded, Disposition::Tested, Disposition::Fuzzed};
+  for (const Disposition d : {Disposition::Guarded, Disposition::Tested, Disposition::Fuzzed}) policy.refused.insert(d);
   return policy;
 }
 
