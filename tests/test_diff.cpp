@@ -834,6 +834,9 @@ TEST_CASE("checker evidence ranks: trusted-boundary -> checker strengthens, the 
       CHECK(has(change->message, str("checker coverage weakened: full -> ", to_string(lower))));
       CHECK(exit_status(diff) == 1);
       CHECK(has(render_json(diff), str("\"coverage\":\"", to_string(lower), "\"")));
+      // Impact selections carry the disposition: a partial checker is trusted, a sampled one fuzzed.
+      CHECK(has(render_json(diff), lower == CheckerCoverage::Partial ? R"("coverage":"partial","disposition":"trusted")"
+                                                                    : R"("coverage":"sampled","disposition":"fuzzed")"));
       // Back to full is a strengthening.
       const TrustDiff back = diff_trees(head, full, diff_options());
       CHECK(find_change(back, "strengthened:capsule:reference.relu:value") != nullptr);
