@@ -38,10 +38,10 @@ TEST_SUITE("catalog") {
     CHECK(module_named("libtorch").capsules.size() == 2);
     CHECK(module_named("libtorch-cpu").capsules.size() == 50);
     CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 35);
-    CHECK(shipped().profiles.size() == 16);
+    CHECK(shipped().profiles.size() == 17);
     for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
                              "libtorch_autograd_cuda", "macos_cpu", "windows_cpu", "future_metal", "future_rocm",
-                             "future_wasm", "future_tpu", "future_trainium", "future_custom_chip", "future_external"}) {
+                             "future_wasm", "future_tpu", "future_trainium", "future_custom_chip", "future_external", "strict"}) {
       CHECK_MESSAGE(shipped().find_profile(name) != nullptr, name);
     }
   }

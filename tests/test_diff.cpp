@@ -16,6 +16,7 @@
 
 #include "capsule/diff.hpp"
 #include "capsule/gate.hpp"
+#include "capsule/text.hpp"
 #include "test_support.hpp"
 
 namespace capsule {
@@ -316,9 +317,13 @@ TEST_CASE("the shipped tree compared with itself is empty") {
 TEST_CASE("evidence order: a trusted boundary is the weakest real evidence / not-applicable fits only vjp-unavailable") {
   for (const ClaimKind claim : all_values<ClaimKind>()) {
     for (const EvidenceKind kind : all_values<EvidenceKind>()) {
-      if (kind == EvidenceKind::TrustedBoundary || kind == EvidenceKind::NotApplicable) continue;
+      if (kind == EvidenceKind::TrustedBoundary || kind == EvidenceKind::NotApplicable || kind == EvidenceKind::Missing) {
+        continue;
+      }
       CHECK(evidence_rank(claim, kind) > evidence_rank(claim, EvidenceKind::TrustedBoundary));
     }
+    // Missing evidence is no evidence: below a boundary for every claim.
+    CHECK(evidence_rank(claim, EvidenceKind::Missing) < evidence_rank(claim, EvidenceKind::TrustedBoundary));
     if (claim == ClaimKind::VjpUnavailable) {
       CHECK(evidence_rank(claim, EvidenceKind::NotApplicable) > evidence_rank(claim, EvidenceKind::TestSuite));
     } else {
@@ -779,6 +784,119 @@ TEST_CASE("load_git_tree reads catalogs and profiles of a revision without a che
   REQUIRE_FALSE(option.has_value());
   CHECK(has(option.error().front().message, "invalid git revision"));
   std::filesystem::remove_all(scratch);
+}
+
+}  // TEST_SUITE
+
+}  // namespace capsule
+
+namespace capsule {
+namespace {
+
+Evidence checker_evidence(std::string name, CheckerCoverage coverage) {
+  Evidence evidence;
+  evidence.kind = EvidenceKind::Checker;
+  evidence.name = std::move(name);
+  evidence.coverage = coverage;
+  return evidence;
+}
+
+}  // namespace
+
+TEST_SUITE("diff") {
+TEST_CASE("checker evidence ranks: trusted-boundary -> checker strengthens, the reverse and lost coverage weaken") {
+  SUBCASE("value: trusted boundary to a full checker is strengthened, and back is weakened") {
+    const Tree checked = with_capsule(shipped(), "libtorch.sdpa_forward", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = checker_evidence("sdpa.sampled_reference", CheckerCoverage::Full);
+    });
+    const TrustDiff up = diff_trees(shipped(), checked, diff_options());
+    INFO(all_ids(up));
+    const Change* strengthened = find_change(up, "strengthened:capsule:libtorch.sdpa_forward:value");
+    REQUIRE(strengthened != nullptr);
+    CHECK(strengthened->after == "checker (sdpa.sampled_reference, full)");
+    const TrustDiff down = diff_trees(checked, shipped(), diff_options());
+    INFO(all_ids(down));
+    CHECK(find_change(down, "weakened:capsule:libtorch.sdpa_forward:value") != nullptr);
+    CHECK(exit_status(down) == 1);
+  }
+  SUBCASE("value: a full checker becoming partial or sampled is weakened, and the JSON says so") {
+    const Tree full = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = checker_evidence("relu.check", CheckerCoverage::Full);
+    });
+    for (const CheckerCoverage lower : {CheckerCoverage::Partial, CheckerCoverage::Sampled}) {
+      const Tree head = with_capsule(full, "reference.relu", [&](Capsule& c) {
+        c.contract(Obligation::Value).evidence.coverage = lower;
+      });
+      const TrustDiff diff = diff_trees(full, head, diff_options());
+      INFO(all_ids(diff));
+      const Change* change = find_change(diff, "weakened:capsule:reference.relu:value");
+      REQUIRE(change != nullptr);
+      CHECK(has(change->message, str("checker coverage weakened: full -> ", to_string(lower))));
+      CHECK(exit_status(diff) == 1);
+      CHECK(has(render_json(diff), str("\"coverage\":\"", to_string(lower), "\"")));
+      // Impact selections carry the disposition: a partial checker is trusted, a sampled one fuzzed.
+      CHECK(has(render_json(diff), lower == CheckerCoverage::Partial ? R"("coverage":"partial","disposition":"trusted")"
+                                                                    : R"("coverage":"sampled","disposition":"fuzzed")"));
+      // Back to full is a strengthening.
+      const TrustDiff back = diff_trees(head, full, diff_options());
+      CHECK(find_change(back, "strengthened:capsule:reference.relu:value") != nullptr);
+    }
+  }
+  SUBCASE("value: a test suite becoming missing is weakened") {
+    const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = Evidence{};
+      c.contract(Obligation::Value).evidence.kind = EvidenceKind::Missing;
+    });
+    const TrustDiff diff = diff_trees(shipped(), head, diff_options());
+    INFO(all_ids(diff));
+    CHECK(find_change(diff, "weakened:capsule:reference.relu:value") != nullptr);
+  }
+  SUBCASE("profiles: strict -> checked-runtime no longer refuses evidence and is weakened; the reverse narrows") {
+    const Tree runtime = with_profile(shipped(), "strict", [](Profile& p) {
+      p.policy.assurance = AssurancePolicy::checked_runtime();
+    });
+    const TrustDiff widened = diff_trees(shipped(), runtime, diff_options());
+    INFO(all_ids(widened));
+    const Change* change = find_change(widened, "weakened:profile:strict:assurance");
+    REQUIRE(change != nullptr);
+    CHECK(has(change->message, "no longer refuses guarded, tested, fuzzed evidence"));
+    CHECK(has(change->before, "strict (trust checked, trusted-external; evidence "));
+    CHECK(has(change->before, "; refused guarded, tested, fuzzed, trusted, missing)"));
+    const TrustDiff narrowed = diff_trees(runtime, shipped(), diff_options());
+    INFO(all_ids(narrowed));
+    CHECK(find_change(narrowed, "strengthened:profile:strict:assurance") != nullptr);
+  }
+  SUBCASE("profiles: a new strict or checked-runtime profile admits no trusted boundary, so it is neutral") {
+    const Tree base = with_profile(shipped(), "strict", [](Profile& p) { p.name = "strict_old"; });
+    const TrustDiff diff = diff_trees(base, shipped(), diff_options());
+    INFO(all_ids(diff));
+    CHECK(find_change(diff, "neutral:profile:strict:added") != nullptr);
+    const Tree runtime = with_profile(shipped(), "strict", [](Profile& p) {
+      p.policy.assurance = AssurancePolicy::checked_runtime();
+    });
+    const TrustDiff runtime_diff = diff_trees(base, runtime, diff_options());
+    INFO(all_ids(runtime_diff));
+    CHECK(find_change(runtime_diff, "neutral:profile:strict:added") != nullptr);
+    // Widening checked-runtime back to external does admit one.
+    const Tree external = with_profile(runtime, "strict", [](Profile& p) { p.policy.assurance = AssurancePolicy::external(); });
+    const Change* widened = find_change(diff_trees(runtime, external, diff_options()), "weakened:profile:strict:assurance");
+    REQUIRE(widened != nullptr);
+    CHECK(has(widened->message, "now admits a trusted boundary it did not admit before"));
+  }
+  SUBCASE("the order itself") {
+    const auto rank = [](ClaimKind claim, CheckerCoverage coverage) {
+      return evidence_rank(claim, checker_evidence("c", coverage));
+    };
+    for (const ClaimKind claim : {ClaimKind::ValueRefinement, ClaimKind::VjpRefinement}) {
+      CHECK(rank(claim, CheckerCoverage::Full) > evidence_rank(claim, EvidenceKind::TestSuite));
+      CHECK(rank(claim, CheckerCoverage::Full) < evidence_rank(claim, EvidenceKind::SharedDefinition));
+      CHECK(rank(claim, CheckerCoverage::Sampled) < evidence_rank(claim, EvidenceKind::TestSuite));
+      CHECK(rank(claim, CheckerCoverage::Sampled) > evidence_rank(claim, EvidenceKind::FuzzOracle));
+      CHECK(rank(claim, CheckerCoverage::Partial) < evidence_rank(claim, EvidenceKind::RuntimeGuard));
+      CHECK(rank(claim, CheckerCoverage::Partial) > evidence_rank(claim, EvidenceKind::TrustedBoundary));
+    }
+    CHECK(rank(ClaimKind::ShapeSafety, CheckerCoverage::Full) == evidence_rank(ClaimKind::ShapeSafety, EvidenceKind::RuntimeGuard));
+  }
 }
 
 }  // TEST_SUITE

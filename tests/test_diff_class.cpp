@@ -112,8 +112,27 @@ Evidence evidence_of(EvidenceKind kind) {
   Evidence e;
   e.kind = kind;
   if (kind == EvidenceKind::TrustedBoundary) e.reason = "generated boundary";
-  else if (kind != EvidenceKind::NotApplicable) e.name = "generated." + std::string(to_string(kind));
+  else if (kind != EvidenceKind::NotApplicable && kind != EvidenceKind::Missing) {
+    e.name = "generated." + std::string(to_string(kind));
+  }
   return e;
+}
+
+/// One evidence of every kind, and a checker at every coverage.
+std::vector<Evidence> every_evidence() {
+  std::vector<Evidence> out;
+  for (const EvidenceKind kind : all_values<EvidenceKind>()) {
+    if (kind != EvidenceKind::Checker) {
+      out.push_back(evidence_of(kind));
+      continue;
+    }
+    for (const CheckerCoverage coverage : all_values<CheckerCoverage>()) {
+      Evidence e = evidence_of(kind);
+      e.coverage = coverage;
+      out.push_back(e);
+    }
+  }
+  return out;
 }
 
 /// Rewrites text without changing meaning: a comment after every line, padded `=` on key lines,
@@ -159,13 +178,14 @@ TEST_SUITE("diff class") {
         // Evidence kind: every kind ranked lower for the obligation's claim.
         for (std::size_t o = 0; o < capsule.contracts.size(); ++o) {
           const ContractDescriptor& d = capsule.contracts[o];
-          for (const EvidenceKind kind : all_values<EvidenceKind>()) {
-            if (evidence_rank(d.claim.kind, kind) >= evidence_rank(d.claim.kind, d.evidence.kind)) continue;
-            const Tree head = with_capsule(m, c, [&](Capsule& x) { x.contracts[o].evidence = evidence_of(kind); });
+          for (const Evidence& weaker : every_evidence()) {
+            if (evidence_rank(d.claim.kind, weaker) >= evidence_rank(d.claim.kind, d.evidence)) continue;
+            const Tree head = with_capsule(m, c, [&](Capsule& x) { x.contracts[o].evidence = weaker; });
             const TrustDiff diff = diff_trees(base, head, options(false));
             CAPTURE(capsule.name);
             CAPTURE(to_string(static_cast<Obligation>(o)));
-            CAPTURE(to_string(kind));
+            CAPTURE(to_string(weaker.kind));
+            CAPTURE(to_string(weaker.coverage));
             CHECK(exit_status(diff) == 1);
             ++cases;
           }
@@ -214,6 +234,13 @@ TEST_SUITE("diff class") {
         if (profile.policy.assurance.evidence.contains(kind)) continue;
         const Tree head = with_profile(p, [&](Profile& x) { x.policy.assurance.evidence.insert(kind); });
         CAPTURE(to_string(kind));
+        CHECK(exit_status(diff_trees(base, head, options(false))) == 1);
+        ++cases;
+      }
+      for (const Disposition refused : all_values<Disposition>()) {
+        if (!profile.policy.assurance.refused.contains(refused)) continue;
+        const Tree head = with_profile(p, [&](Profile& x) { x.policy.assurance.refused.erase(refused); });
+        CAPTURE(to_string(refused));
         CHECK(exit_status(diff_trees(base, head, options(false))) == 1);
         ++cases;
       }

@@ -175,6 +175,8 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::UnknownEvidenceSource, DiagCode::UncoveredEvidence,
     // Evidence judged against a ledger (tests/test_evidence_ledger.cpp).
     DiagCode::EvidenceNotPassed,     DiagCode::EvidenceNotRunHere,
+    // Lint's rule on declared `missing` evidence (tests/test_acceptance_presets.cpp).
+    DiagCode::MissingEvidence,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

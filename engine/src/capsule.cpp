@@ -74,8 +74,42 @@ std::string evidence_label(const Evidence& evidence) {
     case EvidenceKind::FuzzOracle: return "compared by fuzz oracle " + evidence.name;
     case EvidenceKind::TrustedBoundary: return "trusted boundary: " + evidence.reason;
     case EvidenceKind::NotApplicable: return "not applicable";
+    case EvidenceKind::Checker:
+      switch (evidence.coverage) {
+        case CheckerCoverage::Full: return "checked on every call by checker " + evidence.name;
+        case CheckerCoverage::Partial: return "partly checked by checker " + evidence.name + " (a necessary condition only)";
+        case CheckerCoverage::Sampled: return "checked on sampled calls by checker " + evidence.name;
+      }
+      return {};
+    case EvidenceKind::Missing: return "missing: no evidence provided";
   }
   return {};
+}
+
+Disposition evidence_disposition(ClaimKind claim, const Evidence& evidence) {
+  switch (evidence.kind) {
+    case EvidenceKind::RuntimeGuard:
+      // A shape or layout claim is a predicate over what the guard sees in full before every call
+      // (ranks, sizes, payload, layout), and bind refuses a handler that does not enforce the
+      // guard, so the guard decides the claim. On a value or VJP claim it sees no numbers.
+      return claim == ClaimKind::ShapeSafety || claim == ClaimKind::LayoutCompatibility ? Disposition::Checked
+                                                                                        : Disposition::Guarded;
+    case EvidenceKind::TestSuite: return Disposition::Tested;
+    // The capsule runs the canonical definition itself: the refinement holds by identity of code.
+    case EvidenceKind::SharedDefinition: return Disposition::Proved;
+    case EvidenceKind::FuzzOracle: return Disposition::Fuzzed;
+    case EvidenceKind::TrustedBoundary: return Disposition::Trusted;
+    case EvidenceKind::NotApplicable: return Disposition::NotApplicable;
+    case EvidenceKind::Checker:
+      switch (evidence.coverage) {
+        case CheckerCoverage::Full: return Disposition::Checked;
+        case CheckerCoverage::Sampled: return Disposition::Fuzzed;
+        case CheckerCoverage::Partial: return Disposition::Trusted;
+      }
+      return Disposition::Trusted;
+    case EvidenceKind::Missing: return Disposition::Missing;
+  }
+  return Disposition::Missing;
 }
 
 std::string format_date(const Date& date) {

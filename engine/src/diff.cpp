@@ -112,39 +112,51 @@ std::string change_aspect(const Change& change) {
 // names code whose correctness is assumed: the weakest real evidence for any claim. Not-applicable
 // fits only a vjp-unavailable claim; anywhere else it backs nothing, yet the checked policy
 // accepts it, so the diff ranks it below everything.
-int evidence_rank(ClaimKind claim, EvidenceKind evidence) {
+int evidence_rank(ClaimKind claim, const Evidence& evidence) {
   using E = EvidenceKind;
+  // A checker ranks by its coverage (Note [Checker coverage]): full is a per-call check of the
+  // claim; sampled checks some calls, like a fuzz oracle on real inputs; partial checks only a
+  // necessary condition, which the gate treats as trust, so it ranks just above a boundary.
+  const CheckerCoverage coverage = evidence.coverage;
   switch (claim) {
     case ClaimKind::ShapeSafety:
     case ClaimKind::LayoutCompatibility:
-      switch (evidence) {
-        case E::RuntimeGuard: return 5;
-        case E::SharedDefinition: return 4;
-        case E::TestSuite: return 3;
-        case E::FuzzOracle: return 2;
-        case E::TrustedBoundary: return 1;
+      switch (evidence.kind) {
+        case E::RuntimeGuard: return 9;
+        case E::SharedDefinition: return 8;
+        case E::TestSuite: return 7;
+        case E::FuzzOracle: return 5;
+        case E::TrustedBoundary: return 2;
+        case E::Missing: return 1;
         case E::NotApplicable: return 0;
+        case E::Checker:
+          return coverage == CheckerCoverage::Full ? 9 : coverage == CheckerCoverage::Sampled ? 6 : 3;
       }
       return 0;
     case ClaimKind::ValueRefinement:
     case ClaimKind::VjpRefinement:
-      switch (evidence) {
-        case E::SharedDefinition: return 5;
-        case E::TestSuite: return 4;
-        case E::FuzzOracle: return 3;
-        case E::RuntimeGuard: return 2;
-        case E::TrustedBoundary: return 1;
+      switch (evidence.kind) {
+        case E::SharedDefinition: return 9;
+        case E::TestSuite: return 7;
+        case E::FuzzOracle: return 5;
+        case E::RuntimeGuard: return 4;
+        case E::TrustedBoundary: return 2;
+        case E::Missing: return 1;
         case E::NotApplicable: return 0;
+        case E::Checker:
+          return coverage == CheckerCoverage::Full ? 8 : coverage == CheckerCoverage::Sampled ? 6 : 3;
       }
       return 0;
     case ClaimKind::VjpUnavailable:
-      switch (evidence) {
+      switch (evidence.kind) {
         case E::NotApplicable: return 5;
         case E::RuntimeGuard:
         case E::TestSuite:
         case E::SharedDefinition:
-        case E::FuzzOracle: return 4;
+        case E::FuzzOracle:
+        case E::Checker: return 4;
         case E::TrustedBoundary: return 1;
+        case E::Missing: return 0;
       }
       return 0;
   }
@@ -159,8 +171,10 @@ std::string evidence_words(const Evidence& e) {
     case EvidenceKind::TestSuite:
     case EvidenceKind::SharedDefinition:
     case EvidenceKind::FuzzOracle: return str(to_string(e.kind), " (", e.name, ")");
+    case EvidenceKind::Checker: return str("checker (", e.name, ", ", to_string(e.coverage), ")");
     case EvidenceKind::TrustedBoundary: return str("trusted-boundary (", e.reason, ")");
     case EvidenceKind::NotApplicable: return "not-applicable";
+    case EvidenceKind::Missing: return "missing";
   }
   return {};
 }
@@ -225,15 +239,21 @@ std::string bracket_list(const std::vector<std::string>& items) { return "[" + j
 /// A preset's name with the sets it stands for; a custom label already lists them.
 std::string assurance_words(const AssurancePolicy& policy) {
   const std::string label = policy.label();
-  if (label != "checked" && label != "external") return label;
-  return str(label, " (trust ", set_words(policy.trust), "; evidence ", set_words(policy.evidence), ")");
+  if (label.starts_with("custom(")) return label;
+  std::string out = str(label, " (trust ", set_words(policy.trust), "; evidence ", set_words(policy.evidence));
+  if (!policy.refused.empty()) out += str("; refused ", set_words(policy.refused));
+  return out + ")";
 }
 
 std::string availability_words(const Availability& a) {
   return str("devices ", set_words(a.devices), "; providers ", set_words(a.providers));
 }
 
+/// A policy that refuses the `trusted` disposition (strict, checked-runtime) lets no claim rest on
+/// trust, even on a capsule labelled trusted-external: the evidence decides (Note [Label is not
+/// evidence] in diff_impact.cpp).
 bool admits_boundary(const AssurancePolicy& policy) {
+  if (policy.refused.contains(Disposition::Trusted)) return false;
   return policy.trust.contains(Trust::TrustedExternal) || policy.evidence.contains(EvidenceKind::TrustedBoundary);
 }
 
@@ -609,13 +629,14 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
   if (was.kind != now.kind) {
     Direction direction = Direction::Neutral;
     if (same_claim_kind) {
-      const int rank_before = evidence_rank(before.claim.kind, was.kind);
-      const int rank_after = evidence_rank(after.claim.kind, now.kind);
+      const int rank_before = evidence_rank(before.claim.kind, was);
+      const int rank_after = evidence_rank(after.claim.kind, now);
       if (rank_after < rank_before) direction = Direction::Weakened;
       if (rank_after > rank_before) direction = Direction::Strengthened;
-    } else if (misfit(after) || now.kind == EvidenceKind::TrustedBoundary) {
+    } else if (misfit(after) || now.kind == EvidenceKind::TrustedBoundary || now.kind == EvidenceKind::Missing) {
       // Claims of different kinds do not rank against each other, but a claim that now rests on
-      // a trusted boundary (or on not-applicable where it does not fit) is weaker whatever it was.
+      // a trusted boundary or on nothing (missing, or not-applicable where it does not fit) is
+      // weaker whatever it was.
       direction = Direction::Weakened;
     }
     std::string message = str(name, " evidence ",
@@ -630,13 +651,28 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
                                  to_string(after.claim.kind), " claim, and the checked policy still accepts it, "
                                  "so the gate will not catch this"));
     }
-    if (capsule.trust == Trust::Checked && !AssurancePolicy::checked().accepts_evidence(now)) {
+    if (capsule.trust == Trust::Checked && !AssurancePolicy::checked().accepts_evidence(after.claim.kind, now)) {
       change.notes.push_back(str("the capsule is still labelled checked, but the acceptance gate now rejects its ",
                                  name, " evidence under `checked`"));
     }
     if (now.kind == EvidenceKind::TrustedBoundary && lapsed(now.expires, options_.today)) {
       change.notes.push_back(str("the boundary already expired on ", format_date(*now.expires)));
     }
+  } else if (now.kind == EvidenceKind::Checker && was.coverage != now.coverage) {
+    // Note [Checker coverage]: the same checker kind, yet a move from full to partial or sampled
+    // checks less of the claim, so it ranks like any other evidence change.
+    const int rank_before = evidence_rank(before.claim.kind, was);
+    const int rank_after = evidence_rank(after.claim.kind, now);
+    const Direction direction = !same_claim_kind         ? Direction::Neutral
+                                : rank_after < rank_before ? Direction::Weakened
+                                : rank_after > rank_before ? Direction::Strengthened
+                                                           : Direction::Neutral;
+    add_o(ChangeKind::Evidence, direction,
+          str(name, " checker coverage ", direction == Direction::Weakened       ? "weakened"
+                                          : direction == Direction::Strengthened ? "strengthened"
+                                                                                 : "changed",
+              ": ", to_string(was.coverage), " -> ", to_string(now.coverage)),
+          evidence_words(was), evidence_words(now));
   } else if (was.name != now.name || was.reason != now.reason) {
     // Note [Renamed evidence]: same kind, other suite, guard, definition or reason. The kind did
     // not move, but what stands behind the claim did: the new suite may test nothing of it, and
@@ -724,17 +760,22 @@ void Differ::profile_pair(const Profile& b, const Profile& h) {
   if (was != now) {
     // Widening admits more trust levels or evidence kinds: the profile will accept runs it used
     // to refuse, so it is weakened even when some other kind was dropped at the same time.
+    // A refused disposition narrows: no longer refusing one (strict -> checked-runtime) widens.
     const std::vector<Trust> more_trust = minus(now.trust, was.trust);
     const std::vector<EvidenceKind> more_evidence = minus(now.evidence, was.evidence);
+    const std::vector<Disposition> unrefused = minus(was.refused, now.refused);
     const std::vector<Trust> less_trust = minus(was.trust, now.trust);
     const std::vector<EvidenceKind> less_evidence = minus(was.evidence, now.evidence);
-    const bool widened = !more_trust.empty() || !more_evidence.empty();
-    const bool narrowed = !less_trust.empty() || !less_evidence.empty();
+    const std::vector<Disposition> refused = minus(now.refused, was.refused);
+    const bool widened = !more_trust.empty() || !more_evidence.empty() || !unrefused.empty();
+    const bool narrowed = !less_trust.empty() || !less_evidence.empty() || !refused.empty();
     std::vector<std::string> parts;
     if (!more_trust.empty()) parts.push_back("now admits trust " + join(names_of(more_trust), ", "));
     if (!more_evidence.empty()) parts.push_back("now admits evidence " + join(names_of(more_evidence), ", "));
+    if (!unrefused.empty()) parts.push_back("no longer refuses " + join(names_of(unrefused), ", ") + " evidence");
     if (!less_trust.empty()) parts.push_back("no longer admits trust " + join(names_of(less_trust), ", "));
     if (!less_evidence.empty()) parts.push_back("no longer admits evidence " + join(names_of(less_evidence), ", "));
+    if (!refused.empty()) parts.push_back("now refuses " + join(names_of(refused), ", ") + " evidence");
     if (admits_boundary(now) && !admits_boundary(was)) parts.push_back("now admits a trusted boundary it did not admit before");
     simple(ChangeKind::Assurance, widened ? Direction::Weakened : Direction::Strengthened,
            str("assurance ", widened ? (narrowed ? "changed" : "widened") : "narrowed", ": ", join(parts, "; ")),

@@ -76,7 +76,7 @@ Selection select(const Result<ResolvedProfile, std::string>& resolved, Op op) {
 }
 
 bool same_evidence(const Evidence& a, const Evidence& b) {
-  return a.kind == b.kind && a.name == b.name && a.reason == b.reason;
+  return a.kind == b.kind && a.name == b.name && a.reason == b.reason && a.coverage == b.coverage;
 }
 
 bool same_selection(const Selection& a, const Selection& b) {
@@ -113,8 +113,8 @@ Direction impact_direction(const Selection& was, const Selection& now) {
   bool stronger = relies_on_boundary(was) && !relies_on_boundary(now);
   for (std::size_t i = 0; i < was.claims.size(); ++i) {
     if (was.claims[i] != now.claims[i]) continue;  // different claims do not rank against each other
-    const int rank_was = evidence_rank(was.claims[i], was.evidence[i].kind);
-    const int rank_now = evidence_rank(now.claims[i], now.evidence[i].kind);
+    const int rank_was = evidence_rank(was.claims[i], was.evidence[i]);
+    const int rank_now = evidence_rank(now.claims[i], now.evidence[i]);
     weaker = weaker || rank_now < rank_was;
     stronger = stronger || rank_now > rank_was;
     // Note [Renamed evidence] in diff.cpp: the same capsule now names other evidence of the same

@@ -91,10 +91,12 @@ std::string markdown_change_table(const std::vector<const Change*>& changes) {
   return out;
 }
 
-void write_evidence_json(JsonWriter& json, const Evidence& e) {
+void write_evidence_json(JsonWriter& json, ClaimKind claim, const Evidence& e) {
   json.begin_object().field("kind", to_string(e.kind));
   if (e.kind == EvidenceKind::TrustedBoundary) json.field("reason", e.reason);
-  else if (e.kind != EvidenceKind::NotApplicable) json.field("name", e.name);
+  else if (e.kind != EvidenceKind::NotApplicable && e.kind != EvidenceKind::Missing) json.field("name", e.name);
+  if (e.kind == EvidenceKind::Checker) json.field("coverage", to_string(e.coverage));
+  json.field("disposition", to_string(evidence_disposition(claim, e)));
   json.end_object();
 }
 
@@ -128,7 +130,7 @@ void write_selection_json(JsonWriter& json, const Selection& s) {
   json.key("evidence").begin_object();
   for (const Obligation o : all_values<Obligation>()) {
     json.key(to_string(o));
-    write_evidence_json(json, s.evidence[static_cast<std::size_t>(o)]);
+    write_evidence_json(json, s.claims[static_cast<std::size_t>(o)], s.evidence[static_cast<std::size_t>(o)]);
   }
   json.end_object();
   json.field("gate", s.accepted ? "accepted" : "rejected").string_array("gate_failures", s.gate_failures);

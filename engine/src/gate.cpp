@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/gate.hpp"
 
+#include <array>
 #include <unordered_set>
 
 #include "capsule/assert.hpp"
@@ -61,16 +62,50 @@ std::vector<PlannedKernel> group_kernels(std::span<const KernelGroup> groups) {
   return kernels;
 }
 
+GateFailureClass gate_failure_class(Disposition disposition) {
+  switch (disposition) {
+    case Disposition::Missing: return GateFailureClass::Missing;
+    case Disposition::Guarded: return GateFailureClass::Guarded;
+    case Disposition::Tested: return GateFailureClass::Tested;
+    case Disposition::Trusted: return GateFailureClass::Trusted;
+    case Disposition::Fuzzed: return GateFailureClass::Fuzzed;
+    case Disposition::Proved:
+    case Disposition::Checked:
+    case Disposition::NotApplicable: return GateFailureClass::NotAdmitted;
+  }
+  return GateFailureClass::NotAdmitted;
+}
+
 std::vector<ObligationReport> rejected_reports(const AssurancePolicy& policy, std::span<const PlannedKernel> kernels) {
   std::vector<ObligationReport> reports;
-  for (const PlannedKernel& k : kernels) {
-    for (const Obligation obligation : all_values<Obligation>()) {
-      if (!policy.accepts_evidence(k.capsule->contract(obligation).evidence)) {
-        reports.push_back(ObligationReport{k.op, k.capsule, obligation});
-      }
-    }
+  for (const GateFailure& failure : gate_failures(policy, kernels)) {
+    reports.insert(reports.end(), failure.reports.begin(), failure.reports.end());
   }
   return reports;
+}
+
+std::vector<GateFailure> gate_failures(const AssurancePolicy& policy, std::span<const PlannedKernel> kernels) {
+  std::array<GateFailure, kCount<GateFailureClass>> by_class;
+  for (const GateFailureClass kind : all_values<GateFailureClass>()) by_class[static_cast<std::size_t>(kind)].kind = kind;
+  for (const PlannedKernel& k : kernels) {
+    for (const Obligation obligation : all_values<Obligation>()) {
+      const ContractDescriptor& d = k.capsule->contract(obligation);
+      if (policy.accepts_evidence(d.claim.kind, d.evidence)) continue;
+      const ObligationReport report{k.op, k.capsule, obligation};
+      by_class[static_cast<std::size_t>(report.failure_class())].reports.push_back(report);
+    }
+  }
+  std::vector<GateFailure> failures;
+  for (GateFailure& failure : by_class) {
+    if (!failure.reports.empty()) failures.push_back(std::move(failure));
+  }
+  return failures;
+}
+
+std::string gate_failure_summary(std::span<const GateFailure> failures) {
+  std::vector<std::string> parts;
+  for (const GateFailure& f : failures) parts.push_back(str(to_string(f.kind), " ", f.reports.size()));
+  return join(parts, ", ");
 }
 
 std::string AcceptanceFailure::message() const {
@@ -119,7 +154,8 @@ std::vector<AcceptanceFailure> acceptance_failures(const PlannedKernel& kernel, 
   if (!matches_device(policy, c)) add(K::DeviceMismatch);
   if (!matches_vjp(policy, c)) add(K::VjpMismatch);
   for (const Obligation obligation : all_values<Obligation>()) {
-    if (!policy.assurance.accepts_evidence(c.contract(obligation).evidence)) add(K::EvidenceRejected, obligation);
+    const ContractDescriptor& d = c.contract(obligation);
+    if (!policy.assurance.accepts_evidence(d.claim.kind, d.evidence)) add(K::EvidenceRejected, obligation);
   }
   return failures;
 }

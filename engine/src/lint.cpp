@@ -108,12 +108,15 @@ class EvidenceChecker {
     Unhandled unhandled;
     for (const Capsule& capsule : module.capsules) {
       checked_label(capsule);
+      missing_evidence(capsule);
       const LintHandler* handler = find_handler(capsule);
       for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
         const Evidence& evidence = capsule.contracts[i].evidence;
         if (evidence.kind == EvidenceKind::RuntimeGuard) {
           if (handler != nullptr) guard(capsule, i, *handler);
           else unhandled.guards.insert(evidence.name);
+        } else if (evidence.kind == EvidenceKind::Checker) {
+          unresolved_checker(capsule, i);
         } else if (declared_in_manifest(evidence.kind) && inputs_.suites) {
           const CoverageCase wanted{capsule.op, capsule.provider, capsule.device, static_cast<Obligation>(i)};
           // A source the build has must cover the capsule, handler or not: a CUDA capsule
@@ -229,6 +232,34 @@ class EvidenceChecker {
           {"plans report it under \"trusted boundaries by evidence\", not under the trusted external boundary"},
           "label it `trust = \"trusted-external\"`, or back the obligation with checked evidence");
     }
+  }
+
+  /// An obligation that says outright that nothing backs its claim. It is honest, and every
+  /// preset rejects it at the gate, so it cannot slip into a plan; lint warns so the gap stays
+  /// visible (`--deny missing-evidence` makes it an error).
+  void missing_evidence(const Capsule& capsule) {
+    for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
+      if (capsule.contracts[i].evidence.kind != EvidenceKind::Missing) continue;
+      const SourceLoc where = site(capsule, capsule.sites[i].evidence);
+      if (!first_report(DiagCode::MissingEvidence, where, "", capsule)) continue;
+      add(DiagCode::MissingEvidence, where,
+          str("capsule `", capsule.name, "` declares `missing` evidence for its ", obligation_name(i),
+              " obligation: nothing stands behind the claim"),
+          {"every acceptance preset rejects it at the gate (failure class `missing`)"},
+          "name the guard, suite, definition, oracle or checker that backs the claim");
+    }
+  }
+
+  /// Lint has no checker registry to resolve a checker's name against (checkers register in the
+  /// runtime), so it says so rather than let a misspelt checker pass in silence.
+  void unresolved_checker(const Capsule& capsule, std::size_t index) {
+    const Evidence& evidence = capsule.contracts[index].evidence;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    if (!first_report(DiagCode::UnverifiableEvidence, where, evidence.name, capsule)) return;
+    add(DiagCode::UnverifiableEvidence, where,
+        str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names checker `", evidence.name,
+            "` (", to_string(evidence.coverage), "), which lint cannot resolve: checkers register in the runtime"),
+        {}, "");
   }
 
   void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {

@@ -68,24 +68,27 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
                       detail::type_name(node)));
     return std::nullopt;
   }
-  Fields fields(context, *table, "evidence", {"kind", "name", "reason", "owner", "expires"});
+  Fields fields(context, *table, "evidence", {"kind", "name", "reason", "owner", "expires", "coverage"});
   const auto kind = fields.vocab<EvidenceKind>("kind");
   Evidence evidence;
   evidence.name = fields.identifier("name", IdentifierKind::Label).value_or("");
   evidence.reason = fields.string("reason").value_or("");
   evidence.owner = fields.string("owner").value_or("");
   evidence.expires = fields.date("expires");
+  const auto coverage = fields.vocab<CheckerCoverage>("coverage");
   if (const toml::node* e = fields.node("expires")) expires_where = context.at(*e);
   if (!kind) {
     if (fields.node("kind") == nullptr) fields.missing("kind", "one of the evidence kinds of SPEC §3");
     return std::nullopt;
   }
   evidence.kind = *kind;
+  const bool checker = *kind == EvidenceKind::Checker;
   const bool named = *kind == EvidenceKind::RuntimeGuard || *kind == EvidenceKind::TestSuite ||
-                     *kind == EvidenceKind::SharedDefinition || *kind == EvidenceKind::FuzzOracle;
+                     *kind == EvidenceKind::SharedDefinition || *kind == EvidenceKind::FuzzOracle || checker;
   bool ok = true;
   if (named && evidence.name.empty()) {
-    fields.missing("name", str(to_string(*kind), " evidence names the guard, suite or definition"));
+    fields.missing("name", str(to_string(*kind), " evidence names ",
+                               checker ? "the registered checker" : "the guard, suite or definition"));
     ok = false;
   }
   if (*kind == EvidenceKind::TrustedBoundary && evidence.reason.empty()) {
@@ -93,6 +96,14 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
                   "trusted-boundary evidence is missing `reason` (a trusted boundary says why the code is trusted)");
     ok = false;
   }
+  // Coverage decides what a checker discharges (docs/acceptance-presets.md), so it is never
+  // defaulted: a reader must see whether a check is full, partial or sampled.
+  if (checker && fields.node("coverage") == nullptr) {
+    fields.missing("coverage", "checker evidence states its coverage: \"full\", \"partial\" or \"sampled\"");
+    ok = false;
+  }
+  if (checker && fields.node("coverage") != nullptr && !coverage) ok = false;
+  if (coverage) evidence.coverage = *coverage;
   const auto misplaced = [&](std::string_view key, bool allowed) {
     if (allowed || fields.node(key) == nullptr) return;
     context.error(DiagCode::InvalidValue, context.at(*fields.node(key)),
@@ -103,6 +114,7 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
   misplaced("reason", *kind == EvidenceKind::TrustedBoundary);
   misplaced("owner", *kind == EvidenceKind::TrustedBoundary);
   misplaced("expires", *kind == EvidenceKind::TrustedBoundary);
+  misplaced("coverage", checker);
   if (!ok) return std::nullopt;
   return evidence;
 }

@@ -74,29 +74,35 @@ std::optional<ProviderPreference> parse_preference(FileContext& context, const t
 }
 
 std::optional<AssurancePolicy> parse_assurance(FileContext& context, const toml::node& node) {
+  constexpr std::string_view kExpected =
+      "expected \"checked\", \"external\", \"strict\", \"checked-runtime\", \"allow-trusted-runtime\" or "
+      "{ trust = [...], evidence = [...] }";
   if (const auto* text = node.as_string()) {
-    if (text->get() == "checked") return AssurancePolicy::checked();
-    if (text->get() == "external") return AssurancePolicy::external();
-    const std::string nearest = nearest_name(text->get(), {"checked", "external"});
+    if (auto preset = assurance_preset(text->get())) return *preset;
+    const std::string nearest =
+        nearest_name(text->get(), std::vector<std::string_view>(kAssurancePresets.begin(), kAssurancePresets.end()));
     context.error(DiagCode::UnknownSpelling, context.at(node),
-                  str("unknown assurance `", text->get(),
-                      "` (expected \"checked\", \"external\" or { trust = [...], evidence = [...] })"),
+                  str("unknown assurance `", text->get(), "` (", kExpected, ")"),
                   nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
     return std::nullopt;
   }
   const auto* table = node.as_table();
   if (table == nullptr) {
     context.error(DiagCode::WrongType, context.at(node),
-                  str("`assurance` must be \"checked\", \"external\" or a table, got ", type_name(node)));
+                  str("`assurance` must be a preset name or a table (", kExpected, "), got ", type_name(node)));
     return std::nullopt;
   }
-  Fields fields(context, *table, "assurance", {"trust", "evidence"});
+  Fields fields(context, *table, "assurance", {"trust", "evidence", "refused"});
   auto trust = parse_set<Trust>(context, fields, "trust");
   auto evidence = parse_set<EvidenceKind>(context, fields, "evidence");
+  // `refused` is optional: dispositions rejected although their kind is admitted (strict's way of
+  // admitting a guard on a shape claim while refusing one on a value claim).
+  std::optional<EnumSet<Disposition>> refused = EnumSet<Disposition>{};
+  if (fields.node("refused") != nullptr) refused = parse_set<Disposition>(context, fields, "refused");
   if (fields.node("trust") == nullptr) fields.missing("trust", "the trust levels this profile admits");
   if (fields.node("evidence") == nullptr) fields.missing("evidence", "the evidence kinds this profile admits");
-  if (!trust || !evidence) return std::nullopt;
-  return AssurancePolicy{*trust, *evidence};
+  if (!trust || !evidence || !refused) return std::nullopt;
+  return AssurancePolicy{*trust, *evidence, *refused};
 }
 
 std::optional<Target> parse_target(FileContext& context, const toml::table& table) {

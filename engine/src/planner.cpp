@@ -174,9 +174,11 @@ std::vector<CandidateVerdict> Planner::explain(Op op) const {
               : str("admissible, but `", winner->name, "` comes first in catalog order"));
     }
     for (const Obligation obligation : all_values<Obligation>()) {
-      const Evidence& evidence = c->contract(obligation).evidence;
-      if (!policy_.assurance.accepts_evidence(evidence)) {
-        verdict.gate_notes.push_back(str(to_string(obligation), " evidence (", evidence_label(evidence),
+      const ContractDescriptor& d = c->contract(obligation);
+      const Evidence& evidence = d.evidence;
+      if (!policy_.assurance.accepts_evidence(d.claim.kind, evidence)) {
+        verdict.gate_notes.push_back(str(to_string(obligation), " evidence (", evidence_label(evidence), ", ",
+                                         to_string(evidence_disposition(d.claim.kind, evidence)),
                                          ") is not admitted by assurance ", policy_.assurance.label()));
       }
     }

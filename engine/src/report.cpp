@@ -11,15 +11,17 @@
 namespace capsule {
 namespace {
 
-void write_evidence(JsonWriter& json, const Evidence& evidence) {
+void write_evidence(JsonWriter& json, ClaimKind claim, const Evidence& evidence) {
   json.key("evidence").begin_object().field("kind", to_string(evidence.kind));
   if (evidence.kind == EvidenceKind::TrustedBoundary) {
     json.field("reason", evidence.reason);
     if (!evidence.owner.empty()) json.field("owner", evidence.owner);
     if (evidence.expires) json.field("expires", format_date(*evidence.expires));
-  } else if (evidence.kind != EvidenceKind::NotApplicable) {
+  } else if (evidence.kind != EvidenceKind::NotApplicable && evidence.kind != EvidenceKind::Missing) {
     json.field("name", evidence.name);
   }
+  if (evidence.kind == EvidenceKind::Checker) json.field("coverage", to_string(evidence.coverage));
+  json.field("disposition", to_string(evidence_disposition(claim, evidence)));
   json.field("label", evidence_label(evidence)).end_object();
 }
 
@@ -36,7 +38,7 @@ void write_kernel(JsonWriter& json, Op op, const Capsule& c, const std::vector<s
   for (const Obligation obligation : all_values<Obligation>()) {
     const ContractDescriptor& d = c.contract(obligation);
     json.key(to_string(obligation)).begin_object().field("claim", to_string(d.claim.kind)).field("label", claim_label(d.claim));
-    write_evidence(json, d.evidence);
+    write_evidence(json, d.claim.kind, d.evidence);
     json.end_object();
   }
   json.end_object();
@@ -107,8 +109,8 @@ std::string markdown_sources(std::span<const SourceFile> sources) {
 
 std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
                                   const std::vector<std::vector<std::uint32_t>>* node_ids) {
-  std::string out = node_ids != nullptr ? "| nodes | op | capsule | provider | trust | vjp | reduction | value evidence |\n|---|---|---|---|---|---|---|---|\n"
-                                        : "| op | capsule | provider | trust | vjp | reduction | value evidence |\n|---|---|---|---|---|---|---|\n";
+  std::string out = node_ids != nullptr ? "| nodes | op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|---|\n"
+                                        : "| op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const Capsule& c = *kernels[i].capsule;
     if (node_ids != nullptr) {
@@ -119,7 +121,9 @@ std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
     const std::string trust = c.trust == Trust::TrustedExternal ? "**trusted-external**" : "checked";
     out += str("| ", to_string(kernels[i].op), " | ", markdown_code(c.name), " | ", to_string(c.provider), " | ", trust, " | ",
                to_string(c.vjp), " | ", to_string(c.numerical.reduction), " | ",
-               markdown_escape(evidence_label(c.contract(Obligation::Value).evidence)), " |\n");
+               markdown_escape(evidence_label(c.contract(Obligation::Value).evidence)), " | ",
+               to_string(evidence_disposition(ClaimKind::ValueRefinement, c.contract(Obligation::Value).evidence)),
+               " |\n");
   }
   return out;
 }

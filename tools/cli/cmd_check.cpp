@@ -58,11 +58,26 @@ bool report_ledger(const EvidenceLedger& ledger, std::span<const PlannedKernel> 
   return !rejections.empty();
 }
 
+/// `LABEL: gate failures by class: tested 2, trusted 1`, then one line per class naming its
+/// obligations (`  tested: reference.relu value, reference.relu vjp`).
+std::string gate_failure_lines(const std::string& label, std::span<const GateFailure> failures) {
+  std::string out = str(label, ": gate failures by class: ", gate_failure_summary(failures), "\n");
+  for (const GateFailure& failure : failures) {
+    std::vector<std::string> items;
+    for (const ObligationReport& r : failure.reports) {
+      items.push_back(str(text_escape(r.capsule->name), " ", to_string(r.obligation)));
+    }
+    out += str("  ", to_string(failure.kind), ": ", join(items, ", "), "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options = plan_options(
-      "capsule check --profile NAME [--ops a,b,c | --graph FILE] [--assurance checked|external] [--ledger FILE]...");
+      "capsule check --profile NAME [--ops a,b,c | --graph FILE] "
+      "[--assurance checked|external|strict|checked-runtime|allow-trusted-runtime] [--ledger FILE]...");
   options.add_options()("assurance", po::value<std::string>(), "gate under this assurance instead of the profile's");
   add_ledger_option(options);
   if (wants_help(args)) {
@@ -84,8 +99,9 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
   KernelPolicy gate_policy = inputs->profile->policy;
   if (vm.count("assurance")) {
-    gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance",
-        {{"checked", AssurancePolicy::checked()}, {"external", AssurancePolicy::external()}});
+    std::vector<std::pair<std::string_view, AssurancePolicy>> presets;
+    for (const std::string_view name : kAssurancePresets) presets.emplace_back(name, *assurance_preset(name));
+    gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance", presets);
   }
   const std::string label = text_escape(gate_policy.assurance.label());
 
@@ -133,19 +149,27 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     } else {
       ctx.out << str("rejected under ", label, ":\n");
       for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
+      const std::vector<GateFailure> failures = gate_failures(gate_policy.assurance, group_kernels(groups));
+      if (!failures.empty()) ctx.out << gate_failure_lines(label, failures);
     }
     if (ledger) rejected |= report_ledger(*ledger, group_kernels(groups), label, ctx);
     ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
     return rejected ? kRejected : kOk;
   }
 
-  // Seed 002's contract-check lines first, then any other gate failure, then the verdict.
+  // Seed 002's contract-check lines first (its exact text), grouped by TorchLean's failure class
+  // in its fixed order (missing, guarded, tested, trusted, fuzzed); then the classes, each with
+  // its obligations; then any other gate failure; then the verdict.
   bool rejected = false;
-  for (const ObligationReport& report : rejected_reports(gate_policy.assurance, kernels)) {
-    ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
-                   text_escape(evidence_label(report.descriptor().evidence)), "\n");
-    rejected = true;
+  const std::vector<GateFailure> failures = gate_failures(gate_policy.assurance, kernels);
+  for (const GateFailure& failure : failures) {
+    for (const ObligationReport& report : failure.reports) {
+      ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
+                     text_escape(evidence_label(report.descriptor().evidence)), "\n");
+      rejected = true;
+    }
   }
+  if (!failures.empty()) ctx.out << gate_failure_lines(label, failures);
   for (const PlannedKernel& k : kernels) {
     auto verdict = accept(k, gate_policy);
     if (verdict) continue;

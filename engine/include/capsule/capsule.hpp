@@ -28,14 +28,16 @@ struct Claim {
   friend bool operator==(const Claim&, const Claim&) = default;
 };
 
-/// What stands behind a claim. Guards, suites, shared definitions and fuzz oracles carry `name`;
-/// a trusted boundary carries `reason` (and optionally who owns it and until when).
+/// What stands behind a claim. Guards, suites, shared definitions, fuzz oracles and checkers carry
+/// `name`; a checker also its `coverage`; a trusted boundary carries `reason` (and optionally who
+/// owns it and until when); `missing` and `not-applicable` carry nothing.
 struct Evidence {
   EvidenceKind kind = EvidenceKind::NotApplicable;
   std::string name;
   std::string reason;
   std::string owner;
   std::optional<Date> expires;
+  CheckerCoverage coverage = CheckerCoverage::Full;  ///< checker evidence only
 
   friend bool operator==(const Evidence&, const Evidence&) = default;
 };
@@ -133,6 +135,14 @@ bool same_identity(const Capsule& a, const Capsule& b);
 // Report labels (§6). These texts are compared by tests and golden files.
 std::string claim_label(const Claim& claim);
 std::string evidence_label(const Evidence& evidence);
+
+/// TorchLean's disposition of `evidence` backing a claim of kind `claim` (§9.3; the decisions are
+/// in docs/acceptance-presets.md). The kind alone decides, except in two places: a runtime guard
+/// is a complete executable check (`checked`) of a shape-safety or layout-compatibility claim
+/// and only a precondition check (`guarded`) of a value or VJP claim; and a checker is `checked`
+/// when its coverage is full, `fuzzed` when sampled and `trusted` when partial (it checks a
+/// necessary condition and takes the rest on trust).
+Disposition evidence_disposition(ClaimKind claim, const Evidence& evidence);
 
 /// `YYYY-MM-DD`.
 std::string format_date(const Date& date);

@@ -57,9 +57,10 @@ enum class DiagCode : std::uint8_t {
   Usage,               // command-line misuse
   GitError,            // git could not read a revision: no git binary, refused repository, unknown revision
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
+  MissingEvidence,     // lint: an obligation declares `missing` evidence (nothing stands behind its claim)
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 39> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 40> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -99,6 +100,7 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 39> kDiagCode
     {DiagCode::Usage, "usage"},
     {DiagCode::GitError, "git-error"},
     {DiagCode::NonRegularFile, "non-regular-file"},
+    {DiagCode::MissingEvidence, "missing-evidence"},
 }};
 
 std::string_view to_string(DiagCode code);

@@ -91,13 +91,20 @@ ChangeScope scope_of(ChangeKind kind);
 enum class Side : std::uint8_t { Base, Head };
 
 /// The evidence order (docs/trust-diff.md): how strongly `evidence` backs a claim of kind
-/// `claim`, higher is stronger. Value and VJP refinement: shared-definition 5 > test-suite 4 >
-/// fuzz-oracle 3 > runtime-guard 2 > trusted-boundary 1 > not-applicable 0. Shape and layout:
-/// runtime-guard 5 > shared-definition 4 > test-suite 3 > fuzz-oracle 2 > trusted-boundary 1 >
-/// not-applicable 0. vjp-unavailable: not-applicable 5 (the only evidence that fits it), every
-/// checked kind 4, trusted-boundary 1. A trusted boundary is the weakest real evidence for every
-/// claim; not-applicable on any claim but vjp-unavailable backs nothing.
-int evidence_rank(ClaimKind claim, EvidenceKind evidence);
+/// `claim`, higher is stronger. Value and VJP refinement: shared-definition 9 > full checker 8 >
+/// test-suite 7 > sampled checker 6 > fuzz-oracle 5 > runtime-guard 4 > partial checker 3 >
+/// trusted-boundary 2 > missing 1 > not-applicable 0. Shape and layout: runtime-guard = full
+/// checker 9 > shared-definition 8 > test-suite 7 > sampled checker 6 > fuzz-oracle 5 > partial
+/// checker 3 > trusted-boundary 2 > missing 1 > not-applicable 0. vjp-unavailable:
+/// not-applicable 5 (the only evidence that fits it), every checked kind 4, trusted-boundary 1,
+/// missing 0. Not-applicable on any claim but vjp-unavailable backs nothing.
+int evidence_rank(ClaimKind claim, const Evidence& evidence);
+/// The rank of evidence of `kind` (a checker: with full coverage).
+inline int evidence_rank(ClaimKind claim, EvidenceKind kind) {
+  Evidence evidence;
+  evidence.kind = kind;
+  return evidence_rank(claim, evidence);
+}
 
 /// One reviewed acceptance of a change, from a waivers file (`--accept FILE`).
 struct Waiver {

@@ -41,6 +41,24 @@ std::vector<PlannedKernel> group_kernels(std::span<const KernelGroup> groups);
 
 // ---- Contract check (§5.4) ------------------------------------------------------------------
 
+/// TorchLean's gate-failure classes (§9.3), in their fixed order: missing, guarded, tested,
+/// trusted, fuzzed. `not-admitted` comes last and is this engine's own: proved, checked or
+/// not-applicable evidence whose kind a custom `{ trust, evidence }` list leaves out.
+enum class GateFailureClass : std::uint8_t { Missing, Guarded, Tested, Trusted, Fuzzed, NotAdmitted };
+
+template <>
+struct VocabTable<GateFailureClass> {
+  static constexpr std::string_view kind = "gate failure class";
+  static constexpr std::array<std::pair<GateFailureClass, std::string_view>, 6> entries{{
+      {GateFailureClass::Missing, "missing"}, {GateFailureClass::Guarded, "guarded"},
+      {GateFailureClass::Tested, "tested"}, {GateFailureClass::Trusted, "trusted"},
+      {GateFailureClass::Fuzzed, "fuzzed"}, {GateFailureClass::NotAdmitted, "not-admitted"}}};
+};
+static_assert(detail::table_is_dense(VocabTable<GateFailureClass>::entries));
+
+/// The class a rejected piece of evidence of this disposition fails in.
+GateFailureClass gate_failure_class(Disposition disposition);
+
 /// One obligation of one planned kernel, as the contract check sees it.
 struct ObligationReport {
   Op op = Op::Custom;
@@ -48,10 +66,23 @@ struct ObligationReport {
   Obligation obligation = Obligation::Shape;
 
   const ContractDescriptor& descriptor() const { return capsule->contract(obligation); }
+  Disposition disposition() const { return evidence_disposition(descriptor().claim.kind, descriptor().evidence); }
+  GateFailureClass failure_class() const { return gate_failure_class(disposition()); }
 };
 
-/// Obligation reports whose evidence `policy` rejects, kernel by kernel, shape→vjp.
+/// Obligation reports whose evidence `policy` rejects, in failure-class order (missing, guarded,
+/// tested, trusted, fuzzed, not-admitted) and, within a class, kernel by kernel, shape→vjp.
 std::vector<ObligationReport> rejected_reports(const AssurancePolicy& policy, std::span<const PlannedKernel> kernels);
+
+/// TorchLean's `gateFailures`: at most one entry per class, in class order, each non-empty.
+struct GateFailure {
+  GateFailureClass kind = GateFailureClass::Missing;
+  std::vector<ObligationReport> reports;
+};
+std::vector<GateFailure> gate_failures(const AssurancePolicy& policy, std::span<const PlannedKernel> kernels);
+
+/// `guarded 2, trusted 1`: the classes of `failures` with their report counts, in order.
+std::string gate_failure_summary(std::span<const GateFailure> failures);
 
 // ---- Acceptance gate (§5.4) -----------------------------------------------------------------
 

@@ -35,7 +35,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 31> kLintRules{{
+inline constexpr std::array<LintRule, 32> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -82,6 +82,8 @@ inline constexpr std::array<LintRule, 31> kLintRules{{
      "every catalog directory holds catalog files, and the source root exists"},
     {DiagCode::CheckedOnTrustedBoundary, Severity::Error, false,
      "a capsule labelled `checked` rests no obligation on trusted-boundary evidence"},
+    {DiagCode::MissingEvidence, Severity::Warning, false,
+     "no obligation declares `missing` evidence (every acceptance preset rejects it at the gate)"},
     {DiagCode::EvidenceNotPassed, Severity::Error, false,
      "with --ledger: test-suite and fuzz-oracle evidence of a capsule with a compiled handler passed on this build"},
     {DiagCode::EvidenceNotRunHere, Severity::Warning, false,

@@ -4,7 +4,10 @@
 // availability of devices and providers. Availability is a declaration, never a hardware probe.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capsule/capsule.hpp"
@@ -12,25 +15,49 @@
 
 namespace capsule {
 
-/// Which trust levels and evidence kinds a profile admits. One record governs both planner
-/// selection (by trust) and the contract check (by evidence kind), as in TorchLean.
+/// Which trust levels, evidence kinds and evidence dispositions a profile admits. One record
+/// governs both planner selection (by trust) and the contract check (by evidence), as in
+/// TorchLean. Evidence passes when its kind is admitted and its disposition is not refused; a
+/// `trusted` disposition (a trusted boundary, a partial checker) passes only where
+/// `trusted-boundary` evidence is admitted, and `missing` only where `missing` is admitted.
 struct AssurancePolicy {
   EnumSet<Trust> trust;
   EnumSet<EvidenceKind> evidence;
+  EnumSet<Disposition> refused;  ///< dispositions rejected even when their kind is admitted
 
-  /// Guards, tests, shared definitions, fuzz oracles and not-applicable; checked capsules only.
+  /// Guards, tests, shared definitions, fuzz oracles, checkers and not-applicable; checked
+  /// capsules only.
   static AssurancePolicy checked();
   /// `checked` plus trusted-external capsules and trusted-boundary evidence.
   static AssurancePolicy external();
+  /// TorchLean's `strict`: evidence decides, whatever the capsule's trust label; only proved and
+  /// checked evidence (and not-applicable) is admitted. Guards count only where they check a
+  /// shape or layout claim completely (docs/acceptance-presets.md).
+  static AssurancePolicy strict();
+  /// TorchLean's `checkedRuntime`: evidence decides, whatever the trust label; guards, tests and
+  /// fuzzing (sampled checkers) are admitted, trust and missing evidence are not.
+  static AssurancePolicy checked_runtime();
+  /// TorchLean's `allowTrustedRuntime`: admits the same as `external` and loads as it.
+  static AssurancePolicy allow_trusted_runtime() { return external(); }
 
   bool accepts_trust(Trust level) const { return trust.contains(level); }
-  bool accepts_evidence(const Evidence& e) const { return evidence.contains(e.kind); }
+  /// Whether `e`, backing a claim of kind `claim`, passes the contract check.
+  bool accepts_evidence(ClaimKind claim, const Evidence& e) const;
+  /// TorchLean's `acceptsDisposition`, with this engine's rule for `trusted` and `missing`.
+  bool accepts_disposition(Disposition d) const;
 
-  /// `checked`, `external`, or `custom(trust: a|b; evidence: c|d)` for any other set.
+  /// `checked`, `external`, `strict`, `checked-runtime`, or `custom(trust: a|b; evidence: c|d)`
+  /// (with `; refused: e|f` when dispositions are refused) for any other set.
   std::string label() const;
 
   friend bool operator==(const AssurancePolicy&, const AssurancePolicy&) = default;
 };
+
+/// The preset spellings a profile's `assurance` accepts, in documentation order.
+inline constexpr std::array<std::string_view, 5> kAssurancePresets{"checked", "external", "strict", "checked-runtime",
+                                                                   "allow-trusted-runtime"};
+/// The preset of that spelling, or nullopt.
+std::optional<AssurancePolicy> assurance_preset(std::string_view name);
 
 struct ProviderPreference {
   enum class Kind : std::uint8_t { Auto, Prefer, Only };

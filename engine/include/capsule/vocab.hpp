@@ -107,10 +107,23 @@ enum class ClaimKind : std::uint8_t {
   ShapeSafety, LayoutCompatibility, ValueRefinement, VjpRefinement, VjpUnavailable
 };
 
-/// What stands behind a claim. `trusted-boundary` names code whose correctness is assumed.
+/// What stands behind a claim. `trusted-boundary` names code whose correctness is assumed;
+/// `checker` names an executable checker that checks each call's result (issue 11); `missing`
+/// says outright that nothing stands behind the claim (TorchLean's notProvided). The two newest
+/// kinds come last so that every existing index, set and listing keeps its order.
 enum class EvidenceKind : std::uint8_t {
-  RuntimeGuard, TestSuite, SharedDefinition, FuzzOracle, TrustedBoundary, NotApplicable
+  RuntimeGuard, TestSuite, SharedDefinition, FuzzOracle, TrustedBoundary, NotApplicable, Checker, Missing
 };
+
+/// How much of a claim a checker checks (docs/acceptance-presets.md): `full` checks a property
+/// from which the claim follows on every checked call; `partial` checks only a necessary
+/// condition (row sums of one, a masked row being zero); `sampled` recomputes the op
+/// independently on a sampled fraction of calls.
+enum class CheckerCoverage : std::uint8_t { Full, Partial, Sampled };
+
+/// TorchLean's evidence dispositions (§9.3, with A′'s not-applicable): what a piece of evidence
+/// amounts to for the acceptance gate. `evidence_disposition` (capsule.hpp) is the one mapping.
+enum class Disposition : std::uint8_t { Proved, Checked, Guarded, Tested, Fuzzed, Trusted, Missing, NotApplicable };
 
 /// The four obligations of every capsule, in the order used everywhere (§2.1).
 enum class Obligation : std::uint8_t { Shape, Layout, Value, Vjp };
@@ -221,10 +234,19 @@ CAPSULE_VOCAB_TABLE(ClaimKind, "claim", 5,
     {ClaimKind::ValueRefinement, "value-refinement"}, {ClaimKind::VjpRefinement, "vjp-refinement"},
     {ClaimKind::VjpUnavailable, "vjp-unavailable"})
 
-CAPSULE_VOCAB_TABLE(EvidenceKind, "evidence kind", 6,
+CAPSULE_VOCAB_TABLE(EvidenceKind, "evidence kind", 8,
     {EvidenceKind::RuntimeGuard, "runtime-guard"}, {EvidenceKind::TestSuite, "test-suite"},
     {EvidenceKind::SharedDefinition, "shared-definition"}, {EvidenceKind::FuzzOracle, "fuzz-oracle"},
-    {EvidenceKind::TrustedBoundary, "trusted-boundary"}, {EvidenceKind::NotApplicable, "not-applicable"})
+    {EvidenceKind::TrustedBoundary, "trusted-boundary"}, {EvidenceKind::NotApplicable, "not-applicable"},
+    {EvidenceKind::Checker, "checker"}, {EvidenceKind::Missing, "missing"})
+
+CAPSULE_VOCAB_TABLE(CheckerCoverage, "checker coverage", 3,
+    {CheckerCoverage::Full, "full"}, {CheckerCoverage::Partial, "partial"}, {CheckerCoverage::Sampled, "sampled"})
+
+CAPSULE_VOCAB_TABLE(Disposition, "evidence disposition", 8,
+    {Disposition::Proved, "proved"}, {Disposition::Checked, "checked"}, {Disposition::Guarded, "guarded"},
+    {Disposition::Tested, "tested"}, {Disposition::Fuzzed, "fuzzed"}, {Disposition::Trusted, "trusted"},
+    {Disposition::Missing, "missing"}, {Disposition::NotApplicable, "not-applicable"})
 
 CAPSULE_VOCAB_TABLE(Obligation, "obligation", 4,
     {Obligation::Shape, "shape"}, {Obligation::Layout, "layout"}, {Obligation::Value, "value"},
@@ -257,6 +279,8 @@ static_assert(detail::table_is_dense(VocabTable<Layout>::entries));
 static_assert(detail::table_is_dense(VocabTable<Reduction>::entries));
 static_assert(detail::table_is_dense(VocabTable<ClaimKind>::entries));
 static_assert(detail::table_is_dense(VocabTable<EvidenceKind>::entries));
+static_assert(detail::table_is_dense(VocabTable<CheckerCoverage>::entries));
+static_assert(detail::table_is_dense(VocabTable<Disposition>::entries));
 static_assert(detail::table_is_dense(VocabTable<Obligation>::entries));
 static_assert(detail::table_is_dense(VocabTable<Lowering>::entries));
 
