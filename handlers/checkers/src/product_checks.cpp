@@ -11,6 +11,7 @@
 #include "capsule/checkers/standard.hpp"
 #include "capsule/text.hpp"
 #include "check_support.hpp"
+#include "multi_dot.hpp"
 #include "rounding.hpp"
 
 namespace capsule::checkers {
@@ -41,25 +42,21 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   const std::int64_t R = rounds;
   std::vector<double> r(ix(R * n));
   for (double& v : r) v = rng.sign();
-  // s_ρ = B·r_ρ [k] and |B|·1 [k].
+  // s_ρ = B·r_ρ [k] and |B|·1 [k], each row of B read once.
   std::vector<double> s(ix(R * k), 0.0);
   std::vector<double> b_abs(ix(k), 0.0);
+  std::vector<double> dots(ix(R));
   if (!p.b_transposed) {
     for (std::int64_t q = 0; q < k; ++q) {
-      const T* row = p.b + q * n;
-      b_abs[ix(q)] = abs_sum(row, n);
-      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dot(row, r.data() + rho * n, n);
+      multi_dot(p.b + q * n, n, r.data(), n, R, nullptr, dots.data(), &b_abs[ix(q)]);
+      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(rho)];
     }
   } else {
     // B = Wᵀ: B·r = Σ_j r_j·W[j, :], accumulated as axpys over W's rows.
+    std::vector<double> coeff(ix(R));
     for (std::int64_t j = 0; j < n; ++j) {
-      const T* row = p.b + j * k;
-      for (std::int64_t q = 0; q < k; ++q) b_abs[ix(q)] += std::fabs(static_cast<double>(row[q]));
-      for (std::int64_t rho = 0; rho < R; ++rho) {
-        const double rj = r[ix(rho * n + j)];
-        double* srow = s.data() + rho * k;
-        for (std::int64_t q = 0; q < k; ++q) srow[q] += rj * static_cast<double>(row[q]);
-      }
+      for (std::int64_t rho = 0; rho < R; ++rho) coeff[ix(rho)] = r[ix(rho * n + j)];
+      multi_axpy(p.b + j * k, k, coeff.data(), R, s.data(), b_abs.data());
     }
   }
   std::vector<double> bias_r(ix(R), 0.0);
@@ -71,6 +68,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // Weighted |B|·1 for softmax_matmul's per-entry relative error of A.
   std::vector<double> weighted(p.a_rel != nullptr ? ix(k) : 0);
 
+  std::vector<double> a_dots(ix(R)), c_dots(ix(R));
   const double u_in = unit_roundoff<T>();
   const double abs_alpha = std::fabs(p.alpha);
   const double provider = gamma(p.terms, u_in);
@@ -84,8 +82,9 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   for (std::int64_t i = 0; i < m; ++i) {
     const TA* arow = p.a + i * k;
     const T* crow = p.c + i * n;
-    const double t = abs_dot(arow, b_abs.data(), k);  // (|A|·|B|·1)_i
-    double t_rel = 0.0;                               // Σ_q |A_iq|·rel_iq·(|B|·1)_q
+    double t = 0.0;  // (|A|·|B|·1)_i, and A·s_ρ in a_dots
+    multi_dot(arow, k, s.data(), k, R, b_abs.data(), a_dots.data(), &t);
+    double t_rel = 0.0;  // Σ_q |A_iq|·rel_iq·(|B|·1)_q
     if (p.a_rel != nullptr) {
       const double* rel = p.a_rel + i * k;
       for (std::int64_t q = 0; q < k; ++q) {
@@ -94,14 +93,13 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
       }
       t_rel = dot(weighted.data(), b_abs.data(), k);
     }
-    const double c_abs = abs_sum(crow, n);
+    double c_abs = 0.0;
+    multi_dot(crow, n, r.data(), n, R, nullptr, c_dots.data(), &c_abs);
     const double mag = abs_alpha * (t + bias_abs);
     const double bound = (provider * mag + (1.0 + provider) * abs_alpha * t_rel) * (1.0 + check_mag) +
                          check_mag * (mag + abs_alpha * t_rel) + check_c * c_abs + underflow;
     for (std::int64_t rho = 0; rho < R; ++rho) {
-      const double as = dot(arow, s.data() + rho * k, k);
-      const double cr = dot(crow, r.data() + rho * n, n);
-      const double residual = std::fabs(cr - p.alpha * (as + bias_r[ix(rho)]));
+      const double residual = std::fabs(c_dots[ix(rho)] - p.alpha * (a_dots[ix(rho)] + bias_r[ix(rho)]));
       worst.observe(residual, bound, p.out_offset + i * n, kRowResidual);
     }
   }
