@@ -272,7 +272,7 @@ TEST_SUITE("checkers") {
     CHECK(caught < 340);
   }
 
-  TEST_CASE("a NaN residual fails, and so does a NaN input; a wrong output shape is a failing verdict") {
+  TEST_CASE("a NaN residual fails, and so do NaN and infinite inputs, and a wrong output shape is a failing verdict") {
     CheckerRng seeds(16);
     Tensor a = random_tensor({4, 4}, DType::F32, seeds);
     Tensor b = random_tensor({4, 4}, DType::F32, seeds);
@@ -286,6 +286,14 @@ TEST_SUITE("checkers") {
     av[0] = std::numeric_limits<double>::quiet_NaN();
     Tensor nan_a = with_values(a, av);
     CHECK_FALSE(check("freivalds.matmul", Op::Matmul, {nan_a, b}, reference(Op::Matmul, {nan_a, b})).passed);
+    // An infinite input: the product is not bounded, so the check cannot vouch and fails
+    // (docs/checkers.md, "Non-finite values").
+    av = a.to_vector();
+    av[0] = std::numeric_limits<double>::infinity();
+    Tensor inf_a = with_values(a, av);
+    CheckVerdict inf_v = check("freivalds.matmul", Op::Matmul, {inf_a, b}, reference(Op::Matmul, {inf_a, b}));
+    CHECK_FALSE(inf_v.passed);
+    CHECK(inf_v.worst.index == 0);
     Tensor wrong = random_tensor({4, 3}, DType::F32, seeds);
     CheckVerdict shape = check("freivalds.matmul", Op::Matmul, {a, b}, wrong);
     CHECK_FALSE(shape.passed);
@@ -416,7 +424,7 @@ TEST_SUITE("checkers") {
     }
   }
 
-  TEST_CASE("attention: a leaking mask is caught; the partial checker only where a blocked row leaks") {
+  TEST_CASE("attention: a leaking mask is caught, by the partial checker only where a blocked row leaks") {
     CheckerRng seeds(32);
     Tensor q = random_tensor({4, 8}, DType::F32, seeds);
     Tensor k = random_tensor({6, 8}, DType::F32, seeds);
