@@ -67,6 +67,30 @@ CheckVerdict check(std::string_view name, Op op, const std::vector<Tensor>& inpu
   return *verdict;
 }
 
+/// The reference handler's local adjoint: one gradient per input.
+std::vector<Tensor> reference_vjp(Op op, const std::vector<Tensor>& inputs, const Tensor& output, const Tensor& grad,
+                                  const OpAttrs& attrs = {}) {
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
+  REQUIRE(h != nullptr);
+  REQUIRE((h->spec.backward != nullptr));
+  auto grads = h->spec.backward(inputs, output, grad, attrs);
+  REQUIRE_MESSAGE(grads.has_value(), (grads ? std::string() : grads.error().message));
+  return *grads;
+}
+
+CheckVerdict check_vjp(std::string_view name, Op op, const std::vector<Tensor>& inputs, const Tensor& output,
+                       const Tensor& grad, const std::vector<Tensor>& input_grads, const OpAttrs& attrs = {},
+                       std::uint64_t seed = 1) {
+  const RegisteredChecker* checker = standard_checkers().find(name);
+  REQUIRE_MESSAGE(checker != nullptr, "no checker " << name);
+  REQUIRE(checker->spec.obligation == CheckedObligation::Vjp);
+  CheckerRng rng(checker_stream_seed(seed, "test.vjp", 0));
+  CheckCall call{op, inputs, &output, &attrs, &grad, input_grads};
+  auto verdict = run_checker(*checker, call, rng);
+  REQUIRE_MESSAGE(verdict.has_value(), (verdict ? std::string() : verdict.error().message));
+  return *verdict;
+}
+
 std::string describe(const CheckVerdict& v) {
   return str(v.passed ? "pass" : "fail", ": ", v.worst.what, " ", v.worst.index, ": residual ", v.worst.residual,
              " bound ", v.worst.bound);
@@ -79,7 +103,7 @@ constexpr DType kDTypes[] = {DType::F32, DType::F64};
 TEST_SUITE("checkers") {
   TEST_CASE("the registry holds the standard checkers by name, with their op, coverage and obligation") {
     const CheckerRegistry& registry = standard_checkers();
-    CHECK(registry.size() == 10);
+    CHECK(registry.size() == 13);
     const RegisteredChecker* matmul = registry.find("freivalds.matmul");
     REQUIRE(matmul != nullptr);
     CHECK(matmul->spec.op == Op::Matmul);
@@ -315,6 +339,66 @@ TEST_SUITE("checkers") {
     Tensor b64 = random_tensor({5, 4}, DType::F64, seeds);
     inputs = {a, b64};
     CHECK(run_checker(*standard_checkers().find("freivalds.matmul"), call, rng).error().code == RuntimeCode::DTypeMismatch);
+  }
+
+  TEST_CASE("the product VJP checks accept the reference adjoints and catch a corrupted gradient row") {
+    CheckerRng seeds(51);
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 30; ++seed) {
+        Tensor a = random_tensor({2, 7, 5}, dtype, seeds, -3.0, 3.0);
+        Tensor b = random_tensor({2, 5, 4}, dtype, seeds, -3.0, 3.0);
+        Tensor c = reference(Op::Matmul, {a, b});
+        Tensor g = random_tensor({2, 7, 4}, dtype, seeds, -3.0, 3.0);
+        std::vector<Tensor> grads = reference_vjp(Op::Matmul, {a, b}, c, g);
+        CheckVerdict ok = check_vjp("freivalds.matmul.vjp", Op::Matmul, {a, b}, c, g, grads, {}, seed);
+        CHECK_MESSAGE(ok.passed, describe(ok));
+        OpAttrs scaled;
+        scaled.alpha = 2.5;
+        Tensor cs = reference(Op::ScaledMatmul, {a, b}, scaled);
+        CHECK(check_vjp("freivalds.scaled_matmul.vjp", Op::ScaledMatmul, {a, b}, cs, g,
+                        reference_vjp(Op::ScaledMatmul, {a, b}, cs, g, scaled), scaled, seed)
+                  .passed);
+        // dB's row 2 of batch entry 1 off by 1e-3·2^j: uncancellable (see the forward test).
+        std::vector<double> db = grads[1].to_vector();
+        for (std::int64_t j = 0; j < 4; ++j) db[static_cast<std::size_t>(20 + 2 * 4 + j)] += 1e-3 * std::ldexp(1.0, static_cast<int>(j));
+        std::vector<Tensor> bad{grads[0], with_values(grads[1], db)};
+        CheckVerdict caught = check_vjp("freivalds.matmul.vjp", Op::Matmul, {a, b}, c, g, bad, {}, seed);
+        REQUIRE_FALSE(caught.passed);
+        CHECK(caught.worst.index == 28);
+        CHECK(testing::has(caught.worst.what, "gradient of input 1"));
+
+        Tensor x = random_tensor({3, 6}, dtype, seeds);
+        Tensor w = random_tensor({4, 6}, dtype, seeds);
+        Tensor bias = random_tensor({4}, dtype, seeds);
+        Tensor y = reference(Op::Linear, {x, w, bias});
+        Tensor gy = random_tensor({3, 4}, dtype, seeds);
+        std::vector<Tensor> lg = reference_vjp(Op::Linear, {x, w, bias}, y, gy);
+        CheckVerdict lin = check_vjp("freivalds.linear.vjp", Op::Linear, {x, w, bias}, y, gy, lg, {}, seed);
+        CHECK_MESSAGE(lin.passed, describe(lin));
+        std::vector<double> dbias = lg[2].to_vector();
+        dbias[1] += 1e-3;
+        CheckVerdict bad_bias = check_vjp("freivalds.linear.vjp", Op::Linear, {x, w, bias}, y, gy,
+                                          {lg[0], lg[1], with_values(lg[2], dbias)}, {}, seed);
+        REQUIRE_FALSE(bad_bias.passed);
+        CHECK(testing::has(bad_bias.worst.what, "gradient of input 2"));
+      }
+    }
+  }
+
+  TEST_CASE("a VJP check refuses a gradient of the wrong shape as an error value") {
+    CheckerRng seeds(52);
+    Tensor a = random_tensor({3, 4}, DType::F32, seeds);
+    Tensor b = random_tensor({4, 2}, DType::F32, seeds);
+    Tensor c = reference(Op::Matmul, {a, b});
+    Tensor g = random_tensor({3, 2}, DType::F32, seeds);
+    std::vector<Tensor> grads{random_tensor({4, 3}, DType::F32, seeds), Tensor()};
+    OpAttrs attrs;
+    std::vector<Tensor> inputs{a, b};
+    CheckCall call{Op::Matmul, inputs, &c, &attrs, &g, grads};
+    CheckerRng rng(1);
+    auto result = run_checker(*standard_checkers().find("freivalds.matmul.vjp"), call, rng);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(testing::has(result.error().message, "the gradient of input 0 is float32 [4, 3]; expected float32 [3, 4]"));
   }
 
   TEST_CASE("softmax, log_softmax and hard_masked_softmax checks accept correct lanes, -inf entries included") {

@@ -32,9 +32,13 @@ struct Product {
   double alpha = 1.0;
   double terms = 0.0;  ///< roundings per output element in the provider: k, +1 for α or the bias
   std::int64_t out_offset = 0;
+  const char* what = nullptr;  ///< names the checked tensor in a violation
 };
 
 constexpr const char* kRowResidual = "Freivalds residual |C·r - alpha·(A·(B·r) + b·r)| of the output row starting at index";
+constexpr const char* kGrad0 = "Freivalds residual of the gradient of input 0, row starting at index";
+constexpr const char* kGrad1 = "Freivalds residual of the gradient of input 1, row starting at index";
+constexpr const char* kGrad2 = "Freivalds residual of the gradient of input 2 (the bias) at index";
 
 template <class T, class TA>
 void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidual& worst) {
@@ -100,7 +104,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
                          check_mag * (mag + abs_alpha * t_rel) + check_c * c_abs + underflow;
     for (std::int64_t rho = 0; rho < R; ++rho) {
       const double residual = std::fabs(c_dots[ix(rho)] - p.alpha * (a_dots[ix(rho)] + bias_r[ix(rho)]));
-      worst.observe(residual, bound, p.out_offset + i * n, kRowResidual);
+      worst.observe(residual, bound, p.out_offset + i * n, p.what != nullptr ? p.what : kRowResidual);
     }
   }
 }
@@ -235,6 +239,121 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
   return worst.verdict();
 }
 
+/// Row-major [cols, rows] copy of a row-major [rows, cols] matrix, so that Aᵀ·G and Gᵀ·X run
+/// through the same row-wise check (O(rows·cols), still below the product's cost).
+template <class T>
+std::vector<T> transposed(const T* a, std::int64_t rows, std::int64_t cols) {
+  std::vector<T> t(ix(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) t[ix(j * rows + i)] = a[i * cols + j];
+  }
+  return t;
+}
+
+bool has_gradient(const CheckCall& call, std::size_t index) {
+  return index < call.input_gradients.size() && call.input_gradients[index].defined();
+}
+
+/// Fails with shape-mismatch unless input `index`'s gradient has the input's shape and dtype.
+RuntimeStatus expect_gradient_like(const CheckCall& call, std::size_t index) {
+  const Tensor& g = call.input_gradients[index];
+  const Tensor& x = call.inputs[index];
+  if (!(g.shape() == x.shape()) || g.dtype() != x.dtype() || g.device() != Device::Cpu) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(to_string(call.op), " VJP check: the gradient of input ", index, " is ",
+                             to_string(g.dtype()), " ", to_string(g.shape()), "; expected ", to_string(x.dtype()), " ",
+                             to_string(x.shape()), " on cpu"));
+  }
+  return std::monostate{};
+}
+
+/// The local VJPs of the products, checked by Freivalds like the forward: for C = α·A·B,
+/// dA = α·G·Bᵀ and dB = α·Aᵀ·G; for linear Y = X·Wᵀ + b, dX = G·W, dW = Gᵀ·X and db = 1ᵀ·G.
+template <class T>
+RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
+  const std::string_view op = to_string(call.op);
+  const Tensor& g = *call.output_gradient;
+  if (!(g.shape() == call.output->shape()) || g.dtype() != call.output->dtype()) {
+    return runtime_error(RuntimeCode::ShapeMismatch, str(op, " VJP check: output gradient ", to_string(g.dtype()), " ",
+                                                         to_string(g.shape()), " for an output ",
+                                                         to_string(call.output->dtype()), " ",
+                                                         to_string(call.output->shape())));
+  }
+  for (std::size_t i = 0; i < call.inputs.size(); ++i) {
+    if (has_gradient(call, i)) CAPSULE_CHECK(expect_gradient_like(call, i));
+  }
+  WorstResidual worst;
+  if (call.op == Op::Linear) {
+    const Tensor& x = call.inputs[0];
+    const Tensor& w = call.inputs[1];
+    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
+      return runtime_error(RuntimeCode::ShapeMismatch, str("linear VJP check: x ", to_string(x.shape()), ", w ",
+                                                           to_string(w.shape()), "; expected x [.., in], w [out, in]"));
+    }
+    const std::int64_t in = w.dim(1), out = w.dim(0);
+    const std::int64_t rows = out == 0 ? 0 : g.numel() / out;
+    if (has_gradient(call, 0) && rows > 0 && in > 0) {  // dX [rows, in] = G [rows, out]·W [out, in]
+      Product<T, T> p;
+      p.a = g.data<T>(), p.b = w.data<T>(), p.c = call.input_gradients[0].data<T>();
+      p.m = rows, p.k = out, p.n = in;
+      p.terms = static_cast<double>(out);
+      p.what = kGrad0;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (has_gradient(call, 1) && out > 0 && in > 0) {  // dW [out, in] = Gᵀ [out, rows]·X [rows, in]
+      const std::vector<T> gt = transposed(g.data<T>(), rows, out);
+      Product<T, T> p;
+      p.a = gt.data(), p.b = x.data<T>(), p.c = call.input_gradients[1].data<T>();
+      p.m = out, p.k = rows, p.n = in;
+      p.terms = static_cast<double>(rows);
+      p.what = kGrad1;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (call.inputs.size() > 2 && has_gradient(call, 2) && out > 0) {  // db [1, out] = 1 [1, rows]·G [rows, out]
+      const std::vector<T> ones(ix(rows), T(1));
+      Product<T, T> p;
+      p.a = ones.data(), p.b = g.data<T>(), p.c = call.input_gradients[2].data<T>();
+      p.m = 1, p.k = rows, p.n = out;
+      p.terms = static_cast<double>(rows);
+      p.what = kGrad2;
+      freivalds(p, rounds, rng, worst);
+    }
+    return worst.verdict();
+  }
+  const Tensor& a = call.inputs[0];
+  const Tensor& b = call.inputs[1];
+  CAPSULE_TRY(const BatchedDims d, product_dims(op, a, b));
+  const bool scaled = call.op == Op::ScaledMatmul;
+  const double alpha = scaled ? call.attrs->alpha : 1.0;
+  for (std::int64_t batch = 0; batch < d.batch; ++batch) {
+    const T* ab = a.data<T>() + batch * d.m * d.k;
+    const T* bb = b.data<T>() + batch * d.k * d.n;
+    const T* gb = g.data<T>() + batch * d.m * d.n;
+    if (has_gradient(call, 0) && d.m > 0 && d.k > 0) {  // dA [m, k] = α·G [m, n]·Bᵀ
+      Product<T, T> p;
+      p.a = gb, p.b = bb, p.b_transposed = true, p.c = call.input_gradients[0].data<T>() + batch * d.m * d.k;
+      p.m = d.m, p.k = d.n, p.n = d.k;
+      p.alpha = alpha;
+      p.terms = static_cast<double>(d.n) + (scaled ? 1.0 : 0.0);
+      p.out_offset = batch * d.m * d.k;
+      p.what = kGrad0;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (has_gradient(call, 1) && d.k > 0 && d.n > 0) {  // dB [k, n] = α·Aᵀ [k, m]·G [m, n]
+      const std::vector<T> at = transposed(ab, d.m, d.k);
+      Product<T, T> p;
+      p.a = at.data(), p.b = gb, p.c = call.input_gradients[1].data<T>() + batch * d.k * d.n;
+      p.m = d.k, p.k = d.m, p.n = d.n;
+      p.alpha = alpha;
+      p.terms = static_cast<double>(d.m) + (scaled ? 1.0 : 0.0);
+      p.out_offset = batch * d.k * d.n;
+      p.what = kGrad1;
+      freivalds(p, rounds, rng, worst);
+    }
+  }
+  return worst.verdict();
+}
+
 }  // namespace
 }  // namespace capsule::checkers
 
@@ -250,6 +369,21 @@ RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng
   }
   CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
   return dispatch_dtype(*call.output, [&]<class T>() { return check_product_typed<T>(call, rng, rounds); });
+}
+
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds) {
+  using namespace checkers;
+  if (call.op != Op::Matmul && call.op != Op::ScaledMatmul && call.op != Op::Linear) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product VJP check does not check ", to_string(call.op)));
+  }
+  if (rounds < 1) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product VJP check needs at least 1 round, got ", rounds));
+  }
+  if (call.output_gradient == nullptr || !call.output_gradient->defined()) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(call.op), " VJP check: no output gradient"));
+  }
+  CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
+  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_vjp_typed<T>(call, rng, rounds); });
 }
 
 }  // namespace capsule

@@ -9,6 +9,10 @@ RuntimeResult<CheckVerdict> freivalds_registered(const CheckCall& call, CheckerR
   return check_product(call, rng, kFreivaldsRounds);
 }
 
+RuntimeResult<CheckVerdict> freivalds_vjp_registered(const CheckCall& call, CheckerRng& rng) {
+  return check_product_vjp(call, rng, kFreivaldsRounds);
+}
+
 RuntimeResult<CheckVerdict> conv_registered(const CheckCall& call, CheckerRng& rng) {
   return check_conv(call, rng, kConvChecksumRounds);
 }
@@ -30,6 +34,12 @@ RuntimeStatus register_standard_checkers(CheckerRegistry& registry) {
        "Y·r = X·(Wᵀ·r) + b·r for random sign vectors r"},
       {"freivalds.softmax_matmul", Op::SoftmaxMatmul, Device::Cpu, full, value, freivalds_registered,
        "C·r = softmax(A)·(B·r) for random sign vectors r, softmax(A) in float64"},
+      {"freivalds.matmul.vjp", Op::Matmul, Device::Cpu, full, CheckedObligation::Vjp, freivalds_vjp_registered,
+       "dA·r = G·(Bᵀ·r) and dB·r = Aᵀ·(G·r) for random sign vectors r"},
+      {"freivalds.scaled_matmul.vjp", Op::ScaledMatmul, Device::Cpu, full, CheckedObligation::Vjp,
+       freivalds_vjp_registered, "dA·r = alpha·G·(Bᵀ·r) and dB·r = alpha·Aᵀ·(G·r) for random sign vectors r"},
+      {"freivalds.linear.vjp", Op::Linear, Device::Cpu, full, CheckedObligation::Vjp, freivalds_vjp_registered,
+       "dX·r = G·(W·r), dW·r = Gᵀ·(X·r), db·r = Σ_rows G·r for random sign vectors r"},
       {"checksum.conv", Op::Conv, Device::Cpu, full, value, conv_registered,
        "random-sign output-channel and batch checksums equal convolutions with the summed filter / image"},
       {"ratio.softmax", Op::Softmax, Device::Cpu, full, value, check_softmax_family,

@@ -25,6 +25,11 @@ RuntimeStatus register_standard_checkers(CheckerRegistry& registry);
 /// power and cost; the registered checkers use kFreivaldsRounds.
 RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds);
 
+/// Freivalds' check of the local VJP of matmul, scaled_matmul or linear: every defined entry of
+/// call.input_gradients against the output gradient (dA = α·G·Bᵀ, dB = α·Aᵀ·G; linear dX = G·W,
+/// dW = Gᵀ·X, db = Σ rows of G), `rounds` rounds per gradient.
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds);
+
 /// The conv checksums with `rounds` rounds.
 RuntimeResult<CheckVerdict> check_conv(const CheckCall& call, CheckerRng& rng, int rounds);
 
