@@ -140,6 +140,7 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
   std::vector<double> score_err(static_cast<std::size_t>(dims.m));
   std::vector<H> acc(static_cast<std::size_t>(dims.dv));
   std::vector<double> tol(static_cast<std::size_t>(dims.dv));
+  std::vector<double> weight(static_cast<std::size_t>(dims.m));
   // Roundings: the score's dot product and its scaling (d + 1), the weighted sum over m keys.
   const double score_gamma = gamma(static_cast<double>(dims.d + 1), u);
   const double sum_gamma = gamma(static_cast<double>(dims.m), u);
@@ -206,7 +207,7 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
       // The provider's weights are off by the score errors (the entry's own and the weighted
       // shift of the normaliser) and by softmax's rounding; its weighted sum by γ_m more.
       double shift = 0.0;
-      std::vector<double> weight(static_cast<std::size_t>(dims.m), 0.0);
+      std::fill(weight.begin(), weight.end(), 0.0);
       for (std::int64_t j = 0; j < dims.m; ++j) {
         if (!view.allowed(i, j) || score[static_cast<std::size_t>(j)] == -std::numeric_limits<H>::infinity()) continue;
         weight[static_cast<std::size_t>(j)] = static_cast<double>(std::exp(score[static_cast<std::size_t>(j)] - top) / z);
