@@ -401,6 +401,40 @@ TEST_SUITE("checkers") {
     CHECK(testing::has(result.error().message, "the gradient of input 0 is float32 [4, 3]; expected float32 [3, 4]"));
   }
 
+  TEST_CASE("malformed calls of every checker family are error values naming the operands") {
+    CheckerRng seeds(53);
+    CheckerRng rng(1);
+    OpAttrs attrs;
+    auto run = [&](std::string_view name, Op op, std::vector<Tensor> inputs, const Tensor& out, const OpAttrs& a) {
+      CheckCall call{op, inputs, &out, &a, nullptr, {}};
+      return run_checker(*standard_checkers().find(name), call, rng);
+    };
+    Tensor x = random_tensor({2, 4, 5, 5}, DType::F32, seeds);
+    Tensor w = random_tensor({3, 2, 3, 3}, DType::F32, seeds);
+    OpAttrs three_groups;
+    three_groups.groups = 3;  // 4 input channels do not split into 3 groups
+    auto conv = run("checksum.conv", Op::Conv, {x, w}, x, three_groups);
+    REQUIRE_FALSE(conv.has_value());
+    CHECK(conv.error().code == RuntimeCode::ShapeMismatch);
+    CHECK(testing::has(conv.error().message, "groups 3"));
+    Tensor q = random_tensor({3, 4}, DType::F32, seeds);
+    Tensor v = random_tensor({5, 2}, DType::F32, seeds);
+    Tensor k = random_tensor({5, 4}, DType::F32, seeds);
+    Tensor bad_mask = random_tensor({3, 4}, DType::F32, seeds);
+    auto attention = run("recompute.attention", Op::ScaledDotProductAttention, {q, k, v, bad_mask}, q, attrs);
+    REQUIRE_FALSE(attention.has_value());
+    CHECK(testing::has(attention.error().message, "mask [3, 4]; expected [n, m] or [.., n, m]"));
+    Tensor scores = random_tensor({2, 3}, DType::F32, seeds);
+    auto masked = run("ratio.hard_masked_softmax", Op::HardMaskedSoftmax, {scores, q}, scores, attrs);
+    REQUIRE_FALSE(masked.has_value());
+    CHECK(testing::has(masked.error().message, "mask [3, 4] and scores [2, 3] differ"));
+    std::vector<Tensor> inputs{q, k};
+    CheckCall call{Op::Matmul, inputs, &q, &attrs, nullptr, {}};
+    CHECK(testing::has(check_product(call, rng, 0).error().message, "at least 1 round"));
+    call.op = Op::Relu;
+    CHECK(testing::has(check_product(call, rng, 2).error().message, "does not check relu"));
+  }
+
   TEST_CASE("softmax, log_softmax and hard_masked_softmax checks accept correct lanes, -inf entries included") {
     CheckerRng seeds(21);
     const double ninf = -std::numeric_limits<double>::infinity();
