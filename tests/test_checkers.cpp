@@ -166,6 +166,7 @@ TEST_SUITE("checkers") {
     CHECK(plus > 1800);
     CHECK(plus < 2200);
     for (int i = 0; i < 100; ++i) CHECK(a.below(3) < 3);
+    CHECK(a.below(0) == 0);  // an empty range returns rather than loops
   }
 
   TEST_CASE("Freivalds never rejects correct products over many seeds") {

@@ -38,8 +38,9 @@ std::uint64_t CheckerRng::next() {
 }
 
 std::uint64_t CheckerRng::below(std::uint64_t bound) {
+  if (bound == 0) return 0;  // an empty range has no value to draw; 0 rather than a loop
   // Rejection sampling: the largest multiple of `bound` that fits keeps every value equally likely.
-  const std::uint64_t limit = bound == 0 ? 0 : (~std::uint64_t{0} / bound) * bound;
+  const std::uint64_t limit = (~std::uint64_t{0} / bound) * bound;
   for (;;) {
     const std::uint64_t draw = next();
     if (draw < limit) return draw % bound;

@@ -48,7 +48,7 @@ class CheckerRng {
   std::uint64_t next();
   /// +1.0 or -1.0 with probability 1/2 each.
   double sign() { return (next() >> 63) != 0 ? -1.0 : 1.0; }
-  /// Uniform in [0, bound); bound must be positive.
+  /// Uniform in [0, bound); 0 when bound is 0.
   std::uint64_t below(std::uint64_t bound);
 
  private:
