@@ -103,7 +103,7 @@ constexpr DType kDTypes[] = {DType::F32, DType::F64};
 TEST_SUITE("checkers") {
   TEST_CASE("the registry holds the standard checkers by name, with their op, coverage and obligation") {
     const CheckerRegistry& registry = standard_checkers();
-    CHECK(registry.size() == 13);
+    CHECK(registry.size() == 15);
     const RegisteredChecker* matmul = registry.find("freivalds.matmul");
     REQUIRE(matmul != nullptr);
     CHECK(matmul->spec.op == Op::Matmul);
@@ -434,6 +434,56 @@ TEST_SUITE("checkers") {
     CHECK(testing::has(check_product(call, rng, 0).error().message, "at least 1 round"));
     call.op = Op::Relu;
     CHECK(testing::has(check_product(call, rng, 2).error().message, "does not check relu"));
+  }
+
+  TEST_CASE("sqrt and inv: the inverse checks accept correctly rounded results and special values, and catch 2 ulps") {
+    CheckerRng seeds(61);
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (DType dtype : kDTypes) {
+      const bool f32 = dtype == DType::F32;
+      const double tiny = f32 ? static_cast<double>(std::numeric_limits<float>::denorm_min())
+                              : std::numeric_limits<double>::denorm_min();
+      const double huge = f32 ? static_cast<double>(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+      std::vector<double> values{0.0, -0.0, inf, -inf, nan, -2.0, tiny, 3 * tiny, huge, -huge, 1.0 / huge, 2.0 / huge};
+      for (int i = 0; i < 2000; ++i) {
+        const double mantissa = 1.0 + static_cast<double>(seeds.next() >> 11) * 0x1p-53;
+        values.push_back(seeds.sign() * std::ldexp(mantissa, static_cast<int>(seeds.below(f32 ? 250 : 2040)) - (f32 ? 125 : 1020)));
+      }
+      auto shape = Shape::make({static_cast<std::int64_t>(values.size())});
+      Tensor x = *Tensor::from_values(*shape, dtype, values);
+      for (Op op : {Op::Sqrt, Op::Inv}) {
+        const std::string name = op == Op::Sqrt ? "inverse.sqrt" : "inverse.inv";
+        Tensor y = reference(op, {x});
+        CheckVerdict ok = check(name, op, {x}, y);
+        CHECK_MESSAGE(ok.passed, describe(ok));
+        // Entry 100 moved by 2 ulps: above the one-rounding floor.
+        std::vector<double> yv = y.to_vector();
+        const std::size_t at = 100;
+        if (f32) {
+          float moved = static_cast<float>(yv[at]);
+          const float up = std::numeric_limits<float>::infinity();
+          moved = std::nextafter(std::nextafter(moved, up), up);
+          yv[at] = moved;
+        } else {
+          yv[at] = std::nextafter(std::nextafter(yv[at], inf), inf);
+        }
+        CheckVerdict bad = check(name, op, {x}, with_values(y, yv));
+        CHECK_FALSE(bad.passed);
+        // A special value answered wrongly: sqrt(-2) must be NaN, inv(+0) must be +inf.
+        yv = y.to_vector();
+        yv[op == Op::Sqrt ? 5 : 0] = 1.0;
+        CheckVerdict special = check(name, op, {x}, with_values(y, yv));
+        REQUIRE_FALSE(special.passed);
+        CHECK(testing::has(special.worst.what, "special value"));
+      }
+      // The negative root squares to x as well, and is wrong.
+      std::vector<double> roots = reference(Op::Sqrt, {x}).to_vector();
+      std::size_t positive = 12;
+      while (!(values[positive] > 0.0)) ++positive;
+      roots[positive] = -roots[positive];
+      CHECK_FALSE(check("inverse.sqrt", Op::Sqrt, {x}, with_values(x, roots)).passed);
+    }
   }
 
   TEST_CASE("softmax, log_softmax and hard_masked_softmax checks accept correct lanes, -inf entries included") {

@@ -22,6 +22,7 @@ RuntimeResult<CheckVerdict> conv_registered(const CheckCall& call, CheckerRng& r
 RuntimeStatus register_standard_checkers(CheckerRegistry& registry) {
   using checkers::check_attention_blocked_rows;
   using checkers::check_attention_recompute;
+  using checkers::check_inverse_elementwise;
   using checkers::check_softmax_family;
   constexpr auto full = CheckerCoverage::Full;
   constexpr auto value = CheckedObligation::Value;
@@ -48,6 +49,10 @@ RuntimeStatus register_standard_checkers(CheckerRegistry& registry) {
        "z_i - z_r = x_i - x_r and Σ exp(z) = 1 per lane"},
       {"ratio.hard_masked_softmax", Op::HardMaskedSoftmax, Device::Cpu, full, value, check_softmax_family,
        "blocked entries exactly 0; the softmax ratio and sum checks over the allowed entries"},
+      {"inverse.sqrt", Op::Sqrt, Device::Cpu, full, value, check_inverse_elementwise,
+       "y >= 0 and y² = x within one rounding, special values exact"},
+      {"inverse.inv", Op::Inv, Device::Cpu, full, value, check_inverse_elementwise,
+       "x·y = 1 within one rounding, special values exact"},
       {"blocked_rows.attention", Op::ScaledDotProductAttention, Device::Cpu, CheckerCoverage::Partial, value,
        check_attention_blocked_rows, "every fully blocked query row is exactly +0 (necessary only)"},
       {"recompute.attention", Op::ScaledDotProductAttention, Device::Cpu, CheckerCoverage::Sampled, value,
