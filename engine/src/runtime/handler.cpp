@@ -4,11 +4,11 @@
 #include <algorithm>
 
 #include "capsule/text.hpp"
+#include "registration_site.hpp"
 
 namespace capsule {
-namespace {
 
-std::string site_of(const std::source_location& site) {
+std::string registration_site(const std::source_location& site) {
   std::string_view file = site.file_name();
   // Registration sites name the file relative to the project: keep the path from the last
   // top-level directory a handler can live in.
@@ -21,6 +21,8 @@ std::string site_of(const std::source_location& site) {
   return str(file, ":", site.line());
 }
 
+namespace {
+
 std::string handler_label(const HandlerSpec& spec) {
   return str(spec.name, " (", to_string(spec.provider), "/", to_string(spec.device), ")");
 }
@@ -31,33 +33,33 @@ RuntimeStatus HandlerRegistry::add(HandlerSpec spec, std::source_location site) 
   if (const RegisteredHandler* existing = find(spec.op, spec.provider, spec.device)) {
     return runtime_error(RuntimeCode::DuplicateHandler,
                          str("duplicate handler for (", to_string(spec.op), ", ", to_string(spec.provider), ", ",
-                             to_string(spec.device), "): `", spec.name, "` at ", site_of(site), " and `",
+                             to_string(spec.device), "): `", spec.name, "` at ", registration_site(site), " and `",
                              existing->spec.name, "` at ", existing->site,
                              "; expected one handler per (op, provider, device)"));
   }
   if (spec.forward == nullptr) {
     return runtime_error(RuntimeCode::InvalidArgument,
-                         str("handler `", spec.name, "` at ", site_of(site), " has no forward kernel"));
+                         str("handler `", spec.name, "` at ", registration_site(site), " has no forward kernel"));
   }
   if (spec.backend_vjp && !spec.has_backward()) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("handler `", spec.name, "` at ", site_of(site),
+    return runtime_error(RuntimeCode::InvalidArgument, str("handler `", spec.name, "` at ", registration_site(site),
                                                            " declares a backend VJP but has no backward kernel"));
   }
   // A saving forward whose state no backward reads, or a backward waiting for state no forward
   // keeps, is a registration mistake: refuse it rather than run a backward with null state.
   if ((spec.forward_saving == nullptr) != (spec.backward_saved == nullptr)) {
     return runtime_error(RuntimeCode::InvalidArgument,
-                         str("handler `", spec.name, "` at ", site_of(site), " has ",
+                         str("handler `", spec.name, "` at ", registration_site(site), " has ",
                              spec.forward_saving != nullptr ? "a saving forward but no backward_saved kernel"
                                                             : "a backward_saved kernel but no saving forward",
                              "; expected both or neither"));
   }
   if (spec.forward_autograd != nullptr && spec.autograd_runtime.empty()) {
     return runtime_error(RuntimeCode::InvalidArgument,
-                         str("handler `", spec.name, "` at ", site_of(site),
+                         str("handler `", spec.name, "` at ", registration_site(site),
                              " has an autograd forward but names no autograd runtime; expected `autograd_runtime`"));
   }
-  auto entry = std::make_unique<RegisteredHandler>(RegisteredHandler{std::move(spec), site_of(site)});
+  auto entry = std::make_unique<RegisteredHandler>(RegisteredHandler{std::move(spec), registration_site(site)});
   by_op_[static_cast<std::size_t>(entry->spec.op)].push_back(entry.get());
   handlers_.push_back(std::move(entry));
   return std::monostate{};

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// The standard checkers (docs/checkers.md): Freivalds' product check, the conv checksums, the
+// softmax ratio checks, and the attention checks. Each reads runtime Tensors only, so one checker
+// serves every provider of its (op, device); all of them are CPU checkers of float32 and float64
+// tensors and compute in float64 (attention's recomputation of float64 inputs in long double).
+#pragma once
+
+#include "capsule/runtime/checker.hpp"
+
+namespace capsule {
+
+/// Rounds of Freivalds' check per product in the registered product checkers. Each round misses
+/// an error above the floor with probability at most 1/2, so a call's miss probability is at most
+/// 2^-kFreivaldsRounds (docs/checkers.md).
+inline constexpr int kFreivaldsRounds = 2;
+/// Rounds of the random-sign checksums in the registered conv checker (each round: one
+/// output-channel and one batch checksum).
+inline constexpr int kConvChecksumRounds = 1;
+
+/// Registers every standard checker (device cpu). Fails, naming both sites, on a duplicate name.
+RuntimeStatus register_standard_checkers(CheckerRegistry& registry);
+
+/// Freivalds' check of matmul, scaled_matmul, linear or softmax_matmul (call.op says which) with
+/// `rounds` random sign vectors per product (per batch entry). For tools that measure detection
+/// power and cost; the registered checkers use kFreivaldsRounds.
+RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds);
+
+/// Freivalds' check of the local VJP of matmul, scaled_matmul or linear: every defined entry of
+/// call.input_gradients against the output gradient (dA = α·G·Bᵀ, dB = α·Aᵀ·G; linear dX = G·W,
+/// dW = Gᵀ·X, db = Σ rows of G), `rounds` rounds per gradient.
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds);
+
+/// The conv checksums with `rounds` rounds.
+RuntimeResult<CheckVerdict> check_conv(const CheckCall& call, CheckerRng& rng, int rounds);
+
+}  // namespace capsule

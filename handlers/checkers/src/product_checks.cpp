@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: Apache-2.0
+// Freivalds' randomized product check for matmul, scaled_matmul, linear and softmax_matmul
+// (docs/checkers.md, "Products"). For C = α·A·B (+ b) and a random sign vector r, it compares
+// C·r with α·(A·(B·r) + b·r) row by row, in float64, at O(mk + kn + mn) per round instead of the
+// product's O(mkn). Each row's tolerance is the worst-case rounding of any summation order,
+// γ_K·α·(|A|·(|B|·1) + Σ|b|), bounded with two more matrix-vector products, plus the check's own
+// float64 rounding: a correctly rounded product is never rejected.
+#include <cmath>
+#include <vector>
+
+#include "capsule/checkers/standard.hpp"
+#include "capsule/text.hpp"
+#include "check_support.hpp"
+#include "multi_dot.hpp"
+#include "rounding.hpp"
+
+namespace capsule::checkers {
+namespace {
+
+/// One 2-D product C [m, n] = α·A [m, k]·B [k, n] + bias [n]. B is row-major [k, n], or the
+/// transpose of a row-major W [n, k] (linear's weight). With `a_rel` set (softmax_matmul) A is the
+/// checker's own float64 softmax and a_rel[i·k + p] bounds the provider's relative error in A[i, p].
+template <class T, class TA>
+struct Product {
+  const TA* a = nullptr;
+  const T* b = nullptr;
+  bool b_transposed = false;
+  const T* bias = nullptr;
+  const T* c = nullptr;
+  const double* a_rel = nullptr;
+  std::int64_t m = 0, k = 0, n = 0;
+  double alpha = 1.0;
+  double terms = 0.0;  ///< roundings per output element in the provider: k, +1 for α or the bias
+  std::int64_t out_offset = 0;
+  const char* what = nullptr;  ///< names the checked tensor in a violation
+};
+
+constexpr const char* kRowResidual = "Freivalds residual |C·r - alpha·(A·(B·r) + b·r)| of the output row starting at index";
+constexpr const char* kGrad0 = "Freivalds residual of the gradient of input 0, row starting at index";
+constexpr const char* kGrad1 = "Freivalds residual of the gradient of input 1, row starting at index";
+constexpr const char* kGrad2 = "Freivalds residual of the gradient of input 2 (the bias) at index";
+
+template <class T, class TA>
+void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidual& worst) {
+  const std::int64_t m = p.m, k = p.k, n = p.n;
+  const std::int64_t R = rounds;
+  std::vector<double> r(ix(R * n));
+  for (double& v : r) v = rng.sign();
+  // s_ρ = B·r_ρ [k] and |B|·1 [k], each row of B read once.
+  std::vector<double> s(ix(R * k), 0.0);
+  std::vector<double> b_abs(ix(k), 0.0);
+  std::vector<double> dots(ix(R));
+  if (!p.b_transposed) {
+    for (std::int64_t q = 0; q < k; ++q) {
+      multi_dot(p.b + q * n, n, r.data(), n, R, nullptr, dots.data(), &b_abs[ix(q)]);
+      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(rho)];
+    }
+  } else {
+    // B = Wᵀ: B·r = Σ_j r_j·W[j, :], accumulated as axpys over W's rows.
+    std::vector<double> coeff(ix(R));
+    for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t rho = 0; rho < R; ++rho) coeff[ix(rho)] = r[ix(rho * n + j)];
+      multi_axpy(p.b + j * k, k, coeff.data(), R, s.data(), b_abs.data());
+    }
+  }
+  std::vector<double> bias_r(ix(R), 0.0);
+  double bias_abs = 0.0;
+  if (p.bias != nullptr) {
+    bias_abs = abs_sum(p.bias, n);
+    for (std::int64_t rho = 0; rho < R; ++rho) bias_r[ix(rho)] = dot(p.bias, r.data() + rho * n, n);
+  }
+  // Weighted |B|·1 for softmax_matmul's per-entry relative error of A.
+  std::vector<double> weighted(p.a_rel != nullptr ? ix(k) : 0);
+
+  std::vector<double> a_dots(ix(R)), c_dots(ix(R));
+  const double u_in = unit_roundoff<T>();
+  const double abs_alpha = std::fabs(p.alpha);
+  const double provider = gamma(p.terms, u_in);
+  // The check's own float64 rounding: B·r and |B|·1 take n terms, A·s and |A|·(|B|·1) k more,
+  // then the bias, α and the subtraction; C·r and |C|·1 take n.
+  const double check_mag = gamma(static_cast<double>(n + k + 3), kU64);
+  const double check_c = gamma(static_cast<double>(n + 1), kU64);
+  // Gradual underflow adds at most half the smallest subnormal per rounding, absolute.
+  const double underflow = (p.terms + static_cast<double>(n + k + 2)) * static_cast<double>(n) *
+                           static_cast<double>(std::numeric_limits<T>::denorm_min());
+  for (std::int64_t i = 0; i < m; ++i) {
+    const TA* arow = p.a + i * k;
+    const T* crow = p.c + i * n;
+    double t = 0.0;  // (|A|·|B|·1)_i, and A·s_ρ in a_dots
+    multi_dot(arow, k, s.data(), k, R, b_abs.data(), a_dots.data(), &t);
+    double t_rel = 0.0;  // Σ_q |A_iq|·rel_iq·(|B|·1)_q
+    if (p.a_rel != nullptr) {
+      const double* rel = p.a_rel + i * k;
+      for (std::int64_t q = 0; q < k; ++q) {
+        const double aq = std::fabs(static_cast<double>(arow[q]));
+        weighted[ix(q)] = aq > 0.0 ? aq * rel[q] : 0.0;
+      }
+      t_rel = dot(weighted.data(), b_abs.data(), k);
+    }
+    double c_abs = 0.0;
+    multi_dot(crow, n, r.data(), n, R, nullptr, c_dots.data(), &c_abs);
+    const double mag = abs_alpha * (t + bias_abs);
+    const double bound = (provider * mag + (1.0 + provider) * abs_alpha * t_rel) * (1.0 + check_mag) +
+                         check_mag * (mag + abs_alpha * t_rel) + check_c * c_abs + underflow;
+    for (std::int64_t rho = 0; rho < R; ++rho) {
+      const double residual = std::fabs(c_dots[ix(rho)] - p.alpha * (a_dots[ix(rho)] + bias_r[ix(rho)]));
+      worst.observe(residual, bound, p.out_offset + i * n, p.what != nullptr ? p.what : kRowResidual);
+    }
+  }
+}
+
+struct BatchedDims {
+  std::int64_t batch = 1, m = 0, k = 0, n = 0;
+};
+
+RuntimeResult<BatchedDims> product_dims(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (a.rank() < 2 || b.rank() != a.rank()) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(op, " check: operands ", to_string(a.shape()), " and ", to_string(b.shape()),
+                             "; expected [.., m, k] and [.., k, n] of equal rank >= 2"));
+  }
+  const std::size_t r = a.rank();
+  BatchedDims d;
+  for (std::size_t i = 0; i + 2 < r; ++i) {
+    if (a.dim(i) != b.dim(i)) {
+      return runtime_error(RuntimeCode::ShapeMismatch, str(op, " check: batch dims of ", to_string(a.shape()), " and ",
+                                                           to_string(b.shape()), " differ"));
+    }
+    d.batch *= a.dim(i);
+  }
+  d.m = a.dim(r - 2);
+  d.k = a.dim(r - 1);
+  d.n = b.dim(r - 1);
+  if (b.dim(r - 2) != d.k) {
+    return runtime_error(RuntimeCode::ShapeMismatch, str(op, " check: inner dims of ", to_string(a.shape()), " and ",
+                                                         to_string(b.shape()), " differ"));
+  }
+  return d;
+}
+
+/// softmax(A) row by row in float64, and a bound on the provider's relative error in each entry
+/// when it computes the same softmax in T (docs/checkers.md, "Softmax").
+template <class T>
+void softmax_with_error(const T* a, std::int64_t m, std::int64_t k, std::vector<double>& s, std::vector<double>& rel) {
+  s.assign(ix(m * k), 0.0);
+  rel.assign(ix(m * k), 0.0);
+  for (std::int64_t i = 0; i < m; ++i) {
+    const T* row = a + i * k;
+    double* srow = s.data() + i * k;
+    double* rrow = rel.data() + i * k;
+    double top = -std::numeric_limits<double>::infinity();
+    for (std::int64_t q = 0; q < k; ++q) top = std::fmax(top, static_cast<double>(row[q]));
+    double sum = 0.0;
+    for (std::int64_t q = 0; q < k; ++q) {
+      srow[q] = std::exp(static_cast<double>(row[q]) - top);
+      sum += srow[q];
+    }
+    for (std::int64_t q = 0; q < k; ++q) srow[q] /= sum;
+    const SoftmaxErrorModel model = softmax_row_error_model(row, srow, k, top, unit_roundoff<T>());
+    const SoftmaxErrorModel check = softmax_row_error_model(row, srow, k, top, kU64);
+    for (std::int64_t q = 0; q < k; ++q) {
+      rrow[q] = model.entry(static_cast<double>(row[q]), top) + check.entry(static_cast<double>(row[q]), top);
+    }
+  }
+}
+
+template <class T>
+RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
+  const std::string_view op = to_string(call.op);
+  const Tensor& out = *call.output;
+  WorstResidual worst;
+  if (call.op == Op::Linear) {
+    const Tensor& x = call.inputs[0];
+    const Tensor& w = call.inputs[1];
+    const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
+    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1) ||
+        (has_bias && (call.inputs[2].rank() != 1 || call.inputs[2].dim(0) != w.dim(0)))) {
+      return runtime_error(RuntimeCode::ShapeMismatch,
+                           str("linear check: x ", to_string(x.shape()), ", w ", to_string(w.shape()),
+                               has_bias ? str(", b ", to_string(call.inputs[2].shape())) : std::string(),
+                               "; expected x [.., in], w [out, in], b [out]"));
+    }
+    std::vector<std::int64_t> want = x.shape().to_vector();
+    want.back() = w.dim(0);
+    if (auto bad = wrong_output_shape(op, out, want)) return *bad;
+    Product<T, T> p;
+    p.k = w.dim(1);
+    p.n = w.dim(0);
+    p.m = p.k == 0 ? (x.rank() == 1 ? 1 : out.numel() / std::max<std::int64_t>(p.n, 1)) : x.numel() / p.k;
+    if (p.n == 0 || p.m == 0) return worst.verdict();
+    p.a = x.data<T>();
+    p.b = w.data<T>();
+    p.b_transposed = true;
+    p.bias = has_bias ? call.inputs[2].data<T>() : nullptr;
+    p.c = out.data<T>();
+    p.terms = static_cast<double>(p.k) + (has_bias ? 1.0 : 0.0);
+    freivalds(p, rounds, rng, worst);
+    return worst.verdict();
+  }
+  const Tensor& a = call.inputs[0];
+  const Tensor& b = call.inputs[1];
+  CAPSULE_TRY(const BatchedDims d, product_dims(op, a, b));
+  std::vector<std::int64_t> want = a.shape().to_vector();
+  want.back() = d.n;
+  if (auto bad = wrong_output_shape(op, out, want)) return *bad;
+  if (call.op == Op::ScaledMatmul && !std::isfinite(call.attrs->alpha)) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("scaled_matmul check: alpha is ", call.attrs->alpha,
+                                                           "; expected a finite number"));
+  }
+  std::vector<double> soft, rel;
+  for (std::int64_t batch = 0; batch < d.batch; ++batch) {
+    if (d.m == 0 || d.n == 0) break;
+    const T* ab = a.data<T>() + batch * d.m * d.k;
+    const T* bb = b.data<T>() + batch * d.k * d.n;
+    const T* cb = out.data<T>() + batch * d.m * d.n;
+    if (call.op == Op::SoftmaxMatmul) {
+      Product<T, double> p;
+      softmax_with_error(ab, d.m, d.k, soft, rel);
+      p.a = soft.data();
+      p.a_rel = rel.data();
+      p.b = bb;
+      p.c = cb;
+      p.m = d.m, p.k = d.k, p.n = d.n;
+      p.terms = static_cast<double>(d.k);
+      p.out_offset = batch * d.m * d.n;
+      freivalds(p, rounds, rng, worst);
+    } else {
+      Product<T, T> p;
+      p.a = ab;
+      p.b = bb;
+      p.c = cb;
+      p.m = d.m, p.k = d.k, p.n = d.n;
+      p.alpha = call.op == Op::ScaledMatmul ? call.attrs->alpha : 1.0;
+      p.terms = static_cast<double>(d.k) + (call.op == Op::ScaledMatmul ? 1.0 : 0.0);
+      p.out_offset = batch * d.m * d.n;
+      freivalds(p, rounds, rng, worst);
+    }
+  }
+  return worst.verdict();
+}
+
+/// Row-major [cols, rows] copy of a row-major [rows, cols] matrix, so that Aᵀ·G and Gᵀ·X run
+/// through the same row-wise check (O(rows·cols), still below the product's cost).
+template <class T>
+std::vector<T> transposed(const T* a, std::int64_t rows, std::int64_t cols) {
+  std::vector<T> t(ix(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) t[ix(j * rows + i)] = a[i * cols + j];
+  }
+  return t;
+}
+
+bool has_gradient(const CheckCall& call, std::size_t index) {
+  return index < call.input_gradients.size() && call.input_gradients[index].defined();
+}
+
+/// Fails with shape-mismatch unless input `index`'s gradient has the input's shape and dtype.
+RuntimeStatus expect_gradient_like(const CheckCall& call, std::size_t index) {
+  const Tensor& g = call.input_gradients[index];
+  const Tensor& x = call.inputs[index];
+  if (!(g.shape() == x.shape()) || g.dtype() != x.dtype() || g.device() != Device::Cpu) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(to_string(call.op), " VJP check: the gradient of input ", index, " is ",
+                             to_string(g.dtype()), " ", to_string(g.shape()), "; expected ", to_string(x.dtype()), " ",
+                             to_string(x.shape()), " on cpu"));
+  }
+  return std::monostate{};
+}
+
+/// The local VJPs of the products, checked by Freivalds like the forward: for C = α·A·B,
+/// dA = α·G·Bᵀ and dB = α·Aᵀ·G; for linear Y = X·Wᵀ + b, dX = G·W, dW = Gᵀ·X and db = 1ᵀ·G.
+template <class T>
+RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
+  const std::string_view op = to_string(call.op);
+  const Tensor& g = *call.output_gradient;
+  if (!(g.shape() == call.output->shape()) || g.dtype() != call.output->dtype()) {
+    return runtime_error(RuntimeCode::ShapeMismatch, str(op, " VJP check: output gradient ", to_string(g.dtype()), " ",
+                                                         to_string(g.shape()), " for an output ",
+                                                         to_string(call.output->dtype()), " ",
+                                                         to_string(call.output->shape())));
+  }
+  for (std::size_t i = 0; i < call.inputs.size(); ++i) {
+    if (has_gradient(call, i)) CAPSULE_CHECK(expect_gradient_like(call, i));
+  }
+  WorstResidual worst;
+  if (call.op == Op::Linear) {
+    const Tensor& x = call.inputs[0];
+    const Tensor& w = call.inputs[1];
+    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
+      return runtime_error(RuntimeCode::ShapeMismatch, str("linear VJP check: x ", to_string(x.shape()), ", w ",
+                                                           to_string(w.shape()), "; expected x [.., in], w [out, in]"));
+    }
+    const std::int64_t in = w.dim(1), out = w.dim(0);
+    const std::int64_t rows = out == 0 ? 0 : g.numel() / out;
+    if (has_gradient(call, 0) && rows > 0 && in > 0) {  // dX [rows, in] = G [rows, out]·W [out, in]
+      Product<T, T> p;
+      p.a = g.data<T>(), p.b = w.data<T>(), p.c = call.input_gradients[0].data<T>();
+      p.m = rows, p.k = out, p.n = in;
+      p.terms = static_cast<double>(out);
+      p.what = kGrad0;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (has_gradient(call, 1) && out > 0 && in > 0) {  // dW [out, in] = Gᵀ [out, rows]·X [rows, in]
+      const std::vector<T> gt = transposed(g.data<T>(), rows, out);
+      Product<T, T> p;
+      p.a = gt.data(), p.b = x.data<T>(), p.c = call.input_gradients[1].data<T>();
+      p.m = out, p.k = rows, p.n = in;
+      p.terms = static_cast<double>(rows);
+      p.what = kGrad1;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (call.inputs.size() > 2 && has_gradient(call, 2) && out > 0) {  // db [1, out] = 1 [1, rows]·G [rows, out]
+      const std::vector<T> ones(ix(rows), T(1));
+      Product<T, T> p;
+      p.a = ones.data(), p.b = g.data<T>(), p.c = call.input_gradients[2].data<T>();
+      p.m = 1, p.k = rows, p.n = out;
+      p.terms = static_cast<double>(rows);
+      p.what = kGrad2;
+      freivalds(p, rounds, rng, worst);
+    }
+    return worst.verdict();
+  }
+  const Tensor& a = call.inputs[0];
+  const Tensor& b = call.inputs[1];
+  CAPSULE_TRY(const BatchedDims d, product_dims(op, a, b));
+  const bool scaled = call.op == Op::ScaledMatmul;
+  const double alpha = scaled ? call.attrs->alpha : 1.0;
+  for (std::int64_t batch = 0; batch < d.batch; ++batch) {
+    const T* ab = a.data<T>() + batch * d.m * d.k;
+    const T* bb = b.data<T>() + batch * d.k * d.n;
+    const T* gb = g.data<T>() + batch * d.m * d.n;
+    if (has_gradient(call, 0) && d.m > 0 && d.k > 0) {  // dA [m, k] = α·G [m, n]·Bᵀ
+      Product<T, T> p;
+      p.a = gb, p.b = bb, p.b_transposed = true, p.c = call.input_gradients[0].data<T>() + batch * d.m * d.k;
+      p.m = d.m, p.k = d.n, p.n = d.k;
+      p.alpha = alpha;
+      p.terms = static_cast<double>(d.n) + (scaled ? 1.0 : 0.0);
+      p.out_offset = batch * d.m * d.k;
+      p.what = kGrad0;
+      freivalds(p, rounds, rng, worst);
+    }
+    if (has_gradient(call, 1) && d.k > 0 && d.n > 0) {  // dB [k, n] = α·Aᵀ [k, m]·G [m, n]
+      const std::vector<T> at = transposed(ab, d.m, d.k);
+      Product<T, T> p;
+      p.a = at.data(), p.b = gb, p.c = call.input_gradients[1].data<T>() + batch * d.k * d.n;
+      p.m = d.k, p.k = d.m, p.n = d.n;
+      p.alpha = alpha;
+      p.terms = static_cast<double>(d.m) + (scaled ? 1.0 : 0.0);
+      p.out_offset = batch * d.k * d.n;
+      p.what = kGrad1;
+      freivalds(p, rounds, rng, worst);
+    }
+  }
+  return worst.verdict();
+}
+
+}  // namespace
+}  // namespace capsule::checkers
+
+namespace capsule {
+
+RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds) {
+  using namespace checkers;
+  if (call.op != Op::Matmul && call.op != Op::ScaledMatmul && call.op != Op::Linear && call.op != Op::SoftmaxMatmul) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product check does not check ", to_string(call.op)));
+  }
+  if (rounds < 1) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product check needs at least 1 round, got ", rounds));
+  }
+  CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
+  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_typed<T>(call, rng, rounds); });
+}
+
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds) {
+  using namespace checkers;
+  if (call.op != Op::Matmul && call.op != Op::ScaledMatmul && call.op != Op::Linear) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product VJP check does not check ", to_string(call.op)));
+  }
+  if (rounds < 1) {
+    return runtime_error(RuntimeCode::InvalidArgument, str("the product VJP check needs at least 1 round, got ", rounds));
+  }
+  if (call.output_gradient == nullptr || !call.output_gradient->defined()) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(to_string(call.op), " VJP check: no output gradient"));
+  }
+  CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
+  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_vjp_typed<T>(call, rng, rounds); });
+}
+
+}  // namespace capsule

@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: Apache-2.0
+// The checker registry and the standard checkers (docs/checkers.md): correct results from the
+// reference handlers (and from other summation orders) are never rejected over many seeds; wrong
+// results injected above each checker's stated floor are caught; NaN residuals fail.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "capsule/checkers/standard.hpp"
+#include "capsule/runtime/checker.hpp"
+#include "capsule/text.hpp"
+#include "test_support.hpp"
+
+using namespace capsule;
+
+namespace {
+
+const CheckerRegistry& standard_checkers() {
+  static const CheckerRegistry registry = [] {
+    CheckerRegistry r;
+    auto status = register_standard_checkers(r);
+    REQUIRE_MESSAGE(status.has_value(), (status ? std::string() : status.error().message));
+    return r;
+  }();
+  return registry;
+}
+
+/// The reference handler's forward, fetched without the test support's tamper hook: these tests
+/// need correct outputs whatever --tamper-op says.
+Tensor reference(Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {}) {
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
+  REQUIRE(h != nullptr);
+  auto out = h->spec.forward(inputs, attrs);
+  REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+  return *out;
+}
+
+Tensor random_tensor(std::vector<std::int64_t> dims, DType dtype, CheckerRng& rng, double lo = -1.0, double hi = 1.0) {
+  auto shape = Shape::make(dims);
+  REQUIRE(shape.has_value());
+  std::vector<double> values(static_cast<std::size_t>(shape->numel()));
+  for (double& v : values) v = lo + (hi - lo) * static_cast<double>(rng.next() >> 11) * 0x1p-53;
+  auto t = Tensor::from_values(*shape, dtype, values);
+  REQUIRE(t.has_value());
+  return *t;
+}
+
+Tensor with_values(const Tensor& like, const std::vector<double>& values) {
+  auto t = Tensor::from_values(like.shape(), like.dtype(), values);
+  REQUIRE(t.has_value());
+  return *t;
+}
+
+CheckVerdict check(std::string_view name, Op op, const std::vector<Tensor>& inputs, const Tensor& output,
+                   const OpAttrs& attrs = {}, std::uint64_t seed = 1) {
+  const RegisteredChecker* checker = standard_checkers().find(name);
+  REQUIRE_MESSAGE(checker != nullptr, "no checker " << name);
+  CheckerRng rng(checker_stream_seed(seed, "test", 0));
+  CheckCall call{op, inputs, &output, &attrs, nullptr, {}};
+  auto verdict = run_checker(*checker, call, rng);
+  REQUIRE_MESSAGE(verdict.has_value(), (verdict ? std::string() : verdict.error().message));
+  return *verdict;
+}
+
+/// The reference handler's local adjoint: one gradient per input.
+std::vector<Tensor> reference_vjp(Op op, const std::vector<Tensor>& inputs, const Tensor& output, const Tensor& grad,
+                                  const OpAttrs& attrs = {}) {
+  const RegisteredHandler* h = testing::reference_handlers().find(op, Provider::Reference, Device::Cpu);
+  REQUIRE(h != nullptr);
+  REQUIRE((h->spec.backward != nullptr));
+  auto grads = h->spec.backward(inputs, output, grad, attrs);
+  REQUIRE_MESSAGE(grads.has_value(), (grads ? std::string() : grads.error().message));
+  return *grads;
+}
+
+CheckVerdict check_vjp(std::string_view name, Op op, const std::vector<Tensor>& inputs, const Tensor& output,
+                       const Tensor& grad, const std::vector<Tensor>& input_grads, const OpAttrs& attrs = {},
+                       std::uint64_t seed = 1) {
+  const RegisteredChecker* checker = standard_checkers().find(name);
+  REQUIRE_MESSAGE(checker != nullptr, "no checker " << name);
+  REQUIRE(checker->spec.obligation == CheckedObligation::Vjp);
+  CheckerRng rng(checker_stream_seed(seed, "test.vjp", 0));
+  CheckCall call{op, inputs, &output, &attrs, &grad, input_grads};
+  auto verdict = run_checker(*checker, call, rng);
+  REQUIRE_MESSAGE(verdict.has_value(), (verdict ? std::string() : verdict.error().message));
+  return *verdict;
+}
+
+std::string describe(const CheckVerdict& v) {
+  return str(v.passed ? "pass" : "fail", ": ", v.worst.what, " ", v.worst.index, ": residual ", v.worst.residual,
+             " bound ", v.worst.bound);
+}
+
+constexpr DType kDTypes[] = {DType::F32, DType::F64};
+
+}  // namespace
+
+TEST_SUITE("checkers") {
+  TEST_CASE("the registry holds the standard checkers by name, with their op, coverage and obligation") {
+    const CheckerRegistry& registry = standard_checkers();
+    CHECK(registry.size() == 15);
+    const RegisteredChecker* matmul = registry.find("freivalds.matmul");
+    REQUIRE(matmul != nullptr);
+    CHECK(matmul->spec.op == Op::Matmul);
+    CHECK(matmul->spec.coverage == CheckerCoverage::Full);
+    CHECK(matmul->spec.obligation == CheckedObligation::Value);
+    CHECK(testing::has(matmul->site, "handlers/checkers/src/register.cpp:"));
+    auto attention = registry.for_op(Op::ScaledDotProductAttention, Device::Cpu);
+    REQUIRE(attention.size() == 2);
+    std::set<std::string_view> labels;
+    for (const auto* c : attention) labels.insert(to_string(c->spec.coverage));
+    CHECK(labels == std::set<std::string_view>{"partial", "sampled"});
+    CHECK(registry.for_op(Op::Matmul, Device::Cuda).empty());
+    CHECK(registry.find("freivalds.nothing") == nullptr);
+  }
+
+  TEST_CASE("a duplicate name, a missing name or a missing function is rejected at registration") {
+    CheckerRegistry registry;
+    REQUIRE(register_standard_checkers(registry).has_value());
+    auto again = register_standard_checkers(registry);
+    REQUIRE_FALSE(again.has_value());
+    CHECK(again.error().code == RuntimeCode::DuplicateHandler);
+    CHECK(testing::has(again.error().message, "duplicate checker `freivalds.matmul`"));
+    CheckerSpec nameless{"", Op::Relu, Device::Cpu, CheckerCoverage::Full, CheckedObligation::Value,
+                         registry.find("ratio.softmax")->spec.check, ""};
+    CHECK(registry.add(nameless).error().code == RuntimeCode::InvalidArgument);
+    CheckerSpec no_function{"x.relu", Op::Relu, Device::Cpu, CheckerCoverage::Full, CheckedObligation::Value, nullptr, ""};
+    CHECK(testing::has(registry.add(no_function).error().message, "has no check function"));
+  }
+
+  TEST_CASE("a checker refuses another op's call, and a VJP checker a call without an output gradient") {
+    CheckerRng rng(1);
+    CheckerRng seeds(2);
+    Tensor x = random_tensor({2, 3}, DType::F32, seeds);
+    Tensor y = reference(Op::Softmax, {x});
+    OpAttrs attrs;
+    std::vector<Tensor> inputs{x};
+    CheckCall call{Op::LogSoftmax, inputs, &y, &attrs, nullptr, {}};
+    auto refused = run_checker(*standard_checkers().find("ratio.softmax"), call, rng);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(testing::has(refused.error().message, "checks softmax, not log_softmax"));
+    RegisteredChecker vjp{standard_checkers().find("ratio.softmax")->spec, "here"};
+    vjp.spec.obligation = CheckedObligation::Vjp;
+    call.op = Op::Softmax;
+    CHECK(testing::has(run_checker(vjp, call, rng).error().message, "no output gradient"));
+  }
+
+  TEST_CASE("the checker stream depends on seed, capsule and call index only, and is deterministic") {
+    const std::uint64_t base = checker_stream_seed(7, "libtorch.matmul.cpu", 3);
+    CHECK(base == checker_stream_seed(7, "libtorch.matmul.cpu", 3));
+    CHECK(base != checker_stream_seed(8, "libtorch.matmul.cpu", 3));
+    CHECK(base != checker_stream_seed(7, "libtorch.matmul.cpu", 4));
+    CHECK(base != checker_stream_seed(7, "libtorch.matmul.cpv", 3));
+    CheckerRng a(base), b(base);
+    int plus = 0;
+    for (int i = 0; i < 4000; ++i) {
+      const double s = a.sign();
+      CHECK(s == b.sign());
+      plus += s > 0 ? 1 : 0;
+    }
+    CHECK(plus > 1800);
+    CHECK(plus < 2200);
+    for (int i = 0; i < 100; ++i) CHECK(a.below(3) < 3);
+    CHECK(a.below(0) == 0);  // an empty range returns rather than loops
+  }
+
+  TEST_CASE("Freivalds never rejects correct products over many seeds") {
+    CheckerRng seeds(11);
+    const std::vector<std::vector<std::int64_t>> shapes_a{{1, 1}, {3, 5}, {17, 33}, {2, 4, 9}, {2, 3, 0}, {64, 64}};
+    const std::vector<std::vector<std::int64_t>> shapes_b{{1, 1}, {5, 2}, {33, 9}, {2, 9, 7}, {2, 0, 4}, {64, 64}};
+    for (DType dtype : kDTypes) {
+      for (std::size_t s = 0; s < shapes_a.size(); ++s) {
+        for (std::uint64_t seed = 0; seed < 40; ++seed) {
+          // Magnitudes spread over many binades, so rounding is as large as it gets relative to
+          // the result.
+          Tensor a = random_tensor(shapes_a[s], dtype, seeds, -8.0, 8.0);
+          Tensor b = random_tensor(shapes_b[s], dtype, seeds, -8.0, 8.0);
+          Tensor c = reference(Op::Matmul, {a, b});
+          CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, c, {}, seed);
+          CHECK_MESSAGE(v.passed, describe(v));
+          OpAttrs scaled;
+          scaled.alpha = -0.37;
+          Tensor cs = reference(Op::ScaledMatmul, {a, b}, scaled);
+          CHECK(check("freivalds.scaled_matmul", Op::ScaledMatmul, {a, b}, cs, scaled, seed).passed);
+          Tensor sm = reference(Op::SoftmaxMatmul, {a, b});
+          CheckVerdict vs = check("freivalds.softmax_matmul", Op::SoftmaxMatmul, {a, b}, sm, {}, seed);
+          CHECK_MESSAGE(vs.passed, describe(vs));
+        }
+      }
+      for (std::uint64_t seed = 0; seed < 40; ++seed) {
+        Tensor x = random_tensor({3, 5, 16}, dtype, seeds, -4.0, 4.0);
+        Tensor w = random_tensor({7, 16}, dtype, seeds, -4.0, 4.0);
+        Tensor b = random_tensor({7}, dtype, seeds, -4.0, 4.0);
+        CHECK(check("freivalds.linear", Op::Linear, {x, w, b}, reference(Op::Linear, {x, w, b}), {}, seed).passed);
+        CHECK(check("freivalds.linear", Op::Linear, {x, w}, reference(Op::Linear, {x, w}), {}, seed).passed);
+      }
+    }
+  }
+
+  TEST_CASE("Freivalds accepts a product summed in another order, as another provider's kernel would") {
+    // Reverse summation order in float32: a different correctly computed product, not the
+    // reference's bits.
+    CheckerRng seeds(12);
+    for (std::uint64_t seed = 0; seed < 20; ++seed) {
+      const std::int64_t m = 9, k = 200, n = 11;
+      Tensor a = random_tensor({m, k}, DType::F32, seeds);
+      Tensor b = random_tensor({k, n}, DType::F32, seeds);
+      std::vector<double> c(static_cast<std::size_t>(m * n));
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          float acc = 0.0F;
+          for (std::int64_t p = k - 1; p >= 0; --p) acc += a.data<float>()[i * k + p] * b.data<float>()[p * n + j];
+          c[static_cast<std::size_t>(i * n + j)] = acc;
+        }
+      }
+      Tensor out = with_values(reference(Op::Matmul, {a, b}), c);
+      CHECK(check("freivalds.matmul", Op::Matmul, {a, b}, out, {}, seed).passed);
+    }
+  }
+
+  TEST_CASE("Freivalds catches a product with a corrupted row, and names the row") {
+    CheckerRng seeds(13);
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 50; ++seed) {
+        Tensor a = random_tensor({2, 8, 12}, dtype, seeds);
+        Tensor b = random_tensor({2, 12, 6}, dtype, seeds);
+        std::vector<double> c = reference(Op::Matmul, {a, b}).to_vector();
+        // Row 3 of batch entry 1 is off by 1e-3·2^j (the floor is about 1e-5 in float32). Powers of
+        // two make the fault uncancellable: |Σ ±2^j| >= 1 for every choice of signs, so the
+        // residual is at least 1e-3 whatever the draw (a row shifted by one constant would cancel
+        // whenever the signs balance: that is the stated 1/2 per round).
+        for (std::int64_t j = 0; j < 6; ++j) c[static_cast<std::size_t>(48 + 3 * 6 + j)] += 1e-3 * std::ldexp(1.0, static_cast<int>(j));
+        Tensor bad = with_values(reference(Op::Matmul, {a, b}), c);
+        CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, bad, {}, seed);
+        REQUIRE_FALSE(v.passed);
+        CHECK(v.worst.index == 48 + 3 * 6);
+        CHECK(v.worst.residual > v.worst.bound);
+      }
+    }
+  }
+
+  TEST_CASE("Freivalds catches every single-entry error above the stated floor of twice the row tolerance") {
+    // docs/checkers.md: an entry error |ΔC_ij| > 2·τ_i is caught whatever the signs. The test
+    // computes τ_i as the checker states it and perturbs one entry by 2.2·τ_i.
+    CheckerRng seeds(14);
+    const std::int64_t m = 16, k = 48, n = 16;
+    const double u = std::numeric_limits<float>::epsilon() / 2.0;
+    const double u64 = std::numeric_limits<double>::epsilon() / 2.0;
+    auto gamma = [](double count, double unit) { return count * unit / (1.0 - count * unit); };
+    int caught = 0;
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+      Tensor a = random_tensor({m, k}, DType::F32, seeds);
+      Tensor b = random_tensor({k, n}, DType::F32, seeds);
+      Tensor c = reference(Op::Matmul, {a, b});
+      const std::int64_t i = static_cast<std::int64_t>(seeds.below(m)), j = static_cast<std::int64_t>(seeds.below(n));
+      double t = 0.0, c_abs = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        double row = 0.0;
+        for (std::int64_t q = 0; q < n; ++q) row += std::fabs(b.at(p * n + q));
+        t += std::fabs(a.at(i * k + p)) * row;
+      }
+      for (std::int64_t q = 0; q < n; ++q) c_abs += std::fabs(c.at(i * n + q));
+      const double check_mag = gamma(static_cast<double>(n + k + 3), u64);
+      const double tau = gamma(k, u) * t * (1.0 + check_mag) + check_mag * t + gamma(n + 1, u64) * c_abs;
+      std::vector<double> values = c.to_vector();
+      // Rounded to float32 the perturbation must stay above the floor: go up by one more ulp.
+      const float moved = static_cast<float>(values[static_cast<std::size_t>(i * n + j)] + 2.2 * tau);
+      REQUIRE(std::fabs(static_cast<double>(moved) - c.at(i * n + j)) > 2.0 * tau);
+      values[static_cast<std::size_t>(i * n + j)] = moved;
+      caught += check("freivalds.matmul", Op::Matmul, {a, b}, with_values(c, values), {}, seed).passed ? 0 : 1;
+    }
+    CHECK(caught == 200);
+  }
+
+  TEST_CASE("Freivalds misses a sign-cancelling error with probability 1/2 per round, as stated") {
+    // ΔC_i0 = +δ, ΔC_i1 = -δ cancels exactly when r_0 = r_1: each round misses with probability
+    // 1/2, two rounds 1/4. Over 400 seeds the detection rate is near 3/4.
+    CheckerRng seeds(15);
+    int caught = 0;
+    for (std::uint64_t seed = 0; seed < 400; ++seed) {
+      Tensor a = random_tensor({6, 10}, DType::F64, seeds);
+      Tensor b = random_tensor({10, 5}, DType::F64, seeds);
+      std::vector<double> c = reference(Op::Matmul, {a, b}).to_vector();
+      c[10] += 0.5;
+      c[11] -= 0.5;
+      caught += check("freivalds.matmul", Op::Matmul, {a, b}, with_values(reference(Op::Matmul, {a, b}), c), {}, seed)
+                        .passed
+                    ? 0
+                    : 1;
+    }
+    CHECK(caught > 260);  // 3/4 of 400 = 300, standard deviation about 9
+    CHECK(caught < 340);
+  }
+
+  TEST_CASE("a NaN residual fails, and so do NaN and infinite inputs, and a wrong output shape is a failing verdict") {
+    CheckerRng seeds(16);
+    Tensor a = random_tensor({4, 4}, DType::F32, seeds);
+    Tensor b = random_tensor({4, 4}, DType::F32, seeds);
+    std::vector<double> c = reference(Op::Matmul, {a, b}).to_vector();
+    c[5] = std::numeric_limits<double>::quiet_NaN();
+    CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, with_values(a, c), {});
+    REQUIRE_FALSE(v.passed);
+    CHECK(std::isnan(v.worst.residual));
+    CHECK(v.worst.index == 4);
+    std::vector<double> av = a.to_vector();
+    av[0] = std::numeric_limits<double>::quiet_NaN();
+    Tensor nan_a = with_values(a, av);
+    CHECK_FALSE(check("freivalds.matmul", Op::Matmul, {nan_a, b}, reference(Op::Matmul, {nan_a, b})).passed);
+    // An infinite input: the product is not bounded, so the check cannot vouch and fails
+    // (docs/checkers.md, "Non-finite values").
+    av = a.to_vector();
+    av[0] = std::numeric_limits<double>::infinity();
+    Tensor inf_a = with_values(a, av);
+    CheckVerdict inf_v = check("freivalds.matmul", Op::Matmul, {inf_a, b}, reference(Op::Matmul, {inf_a, b}));
+    CHECK_FALSE(inf_v.passed);
+    CHECK(inf_v.worst.index == 0);
+    Tensor wrong = random_tensor({4, 3}, DType::F32, seeds);
+    CheckVerdict shape = check("freivalds.matmul", Op::Matmul, {a, b}, wrong);
+    CHECK_FALSE(shape.passed);
+    CHECK(testing::has(shape.worst.what, "output has shape [4, 3]; the inputs give [4, 4]"));
+  }
+
+  TEST_CASE("a malformed call is an error value, not a verdict") {
+    CheckerRng seeds(17);
+    Tensor a = random_tensor({4, 5}, DType::F32, seeds);
+    Tensor b = random_tensor({4, 5}, DType::F32, seeds);
+    Tensor out = random_tensor({4, 5}, DType::F32, seeds);
+    OpAttrs attrs;
+    std::vector<Tensor> inputs{a, b};
+    CheckCall call{Op::Matmul, inputs, &out, &attrs, nullptr, {}};
+    CheckerRng rng(1);
+    auto result = run_checker(*standard_checkers().find("freivalds.matmul"), call, rng);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().code == RuntimeCode::ShapeMismatch);
+    Tensor b64 = random_tensor({5, 4}, DType::F64, seeds);
+    inputs = {a, b64};
+    CHECK(run_checker(*standard_checkers().find("freivalds.matmul"), call, rng).error().code == RuntimeCode::DTypeMismatch);
+  }
+
+  TEST_CASE("the product VJP checks accept the reference adjoints and catch a corrupted gradient row") {
+    CheckerRng seeds(51);
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 30; ++seed) {
+        Tensor a = random_tensor({2, 7, 5}, dtype, seeds, -3.0, 3.0);
+        Tensor b = random_tensor({2, 5, 4}, dtype, seeds, -3.0, 3.0);
+        Tensor c = reference(Op::Matmul, {a, b});
+        Tensor g = random_tensor({2, 7, 4}, dtype, seeds, -3.0, 3.0);
+        std::vector<Tensor> grads = reference_vjp(Op::Matmul, {a, b}, c, g);
+        CheckVerdict ok = check_vjp("freivalds.matmul.vjp", Op::Matmul, {a, b}, c, g, grads, {}, seed);
+        CHECK_MESSAGE(ok.passed, describe(ok));
+        OpAttrs scaled;
+        scaled.alpha = 2.5;
+        Tensor cs = reference(Op::ScaledMatmul, {a, b}, scaled);
+        CHECK(check_vjp("freivalds.scaled_matmul.vjp", Op::ScaledMatmul, {a, b}, cs, g,
+                        reference_vjp(Op::ScaledMatmul, {a, b}, cs, g, scaled), scaled, seed)
+                  .passed);
+        // dB's row 2 of batch entry 1 off by 1e-3·2^j: uncancellable (see the forward test).
+        std::vector<double> db = grads[1].to_vector();
+        for (std::int64_t j = 0; j < 4; ++j) db[static_cast<std::size_t>(20 + 2 * 4 + j)] += 1e-3 * std::ldexp(1.0, static_cast<int>(j));
+        std::vector<Tensor> bad{grads[0], with_values(grads[1], db)};
+        CheckVerdict caught = check_vjp("freivalds.matmul.vjp", Op::Matmul, {a, b}, c, g, bad, {}, seed);
+        REQUIRE_FALSE(caught.passed);
+        CHECK(caught.worst.index == 28);
+        CHECK(testing::has(caught.worst.what, "gradient of input 1"));
+
+        Tensor x = random_tensor({3, 6}, dtype, seeds);
+        Tensor w = random_tensor({4, 6}, dtype, seeds);
+        Tensor bias = random_tensor({4}, dtype, seeds);
+        Tensor y = reference(Op::Linear, {x, w, bias});
+        Tensor gy = random_tensor({3, 4}, dtype, seeds);
+        std::vector<Tensor> lg = reference_vjp(Op::Linear, {x, w, bias}, y, gy);
+        CheckVerdict lin = check_vjp("freivalds.linear.vjp", Op::Linear, {x, w, bias}, y, gy, lg, {}, seed);
+        CHECK_MESSAGE(lin.passed, describe(lin));
+        std::vector<double> dbias = lg[2].to_vector();
+        dbias[1] += 1e-3;
+        CheckVerdict bad_bias = check_vjp("freivalds.linear.vjp", Op::Linear, {x, w, bias}, y, gy,
+                                          {lg[0], lg[1], with_values(lg[2], dbias)}, {}, seed);
+        REQUIRE_FALSE(bad_bias.passed);
+        CHECK(testing::has(bad_bias.worst.what, "gradient of input 2"));
+      }
+    }
+  }
+
+  TEST_CASE("a VJP check refuses a gradient of the wrong shape as an error value") {
+    CheckerRng seeds(52);
+    Tensor a = random_tensor({3, 4}, DType::F32, seeds);
+    Tensor b = random_tensor({4, 2}, DType::F32, seeds);
+    Tensor c = reference(Op::Matmul, {a, b});
+    Tensor g = random_tensor({3, 2}, DType::F32, seeds);
+    std::vector<Tensor> grads{random_tensor({4, 3}, DType::F32, seeds), Tensor()};
+    OpAttrs attrs;
+    std::vector<Tensor> inputs{a, b};
+    CheckCall call{Op::Matmul, inputs, &c, &attrs, &g, grads};
+    CheckerRng rng(1);
+    auto result = run_checker(*standard_checkers().find("freivalds.matmul.vjp"), call, rng);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(testing::has(result.error().message, "the gradient of input 0 is float32 [4, 3]; expected float32 [3, 4]"));
+  }
+
+  TEST_CASE("malformed calls of every checker family are error values naming the operands") {
+    CheckerRng seeds(53);
+    CheckerRng rng(1);
+    OpAttrs attrs;
+    auto run = [&](std::string_view name, Op op, std::vector<Tensor> inputs, const Tensor& out, const OpAttrs& a) {
+      CheckCall call{op, inputs, &out, &a, nullptr, {}};
+      return run_checker(*standard_checkers().find(name), call, rng);
+    };
+    Tensor x = random_tensor({2, 4, 5, 5}, DType::F32, seeds);
+    Tensor w = random_tensor({3, 2, 3, 3}, DType::F32, seeds);
+    OpAttrs three_groups;
+    three_groups.groups = 3;  // 4 input channels do not split into 3 groups
+    auto conv = run("checksum.conv", Op::Conv, {x, w}, x, three_groups);
+    REQUIRE_FALSE(conv.has_value());
+    CHECK(conv.error().code == RuntimeCode::ShapeMismatch);
+    CHECK(testing::has(conv.error().message, "groups 3"));
+    Tensor q = random_tensor({3, 4}, DType::F32, seeds);
+    Tensor v = random_tensor({5, 2}, DType::F32, seeds);
+    Tensor k = random_tensor({5, 4}, DType::F32, seeds);
+    Tensor bad_mask = random_tensor({3, 4}, DType::F32, seeds);
+    auto attention = run("recompute.attention", Op::ScaledDotProductAttention, {q, k, v, bad_mask}, q, attrs);
+    REQUIRE_FALSE(attention.has_value());
+    CHECK(testing::has(attention.error().message, "mask [3, 4]; expected [n, m] or [.., n, m]"));
+    Tensor scores = random_tensor({2, 3}, DType::F32, seeds);
+    auto masked = run("ratio.hard_masked_softmax", Op::HardMaskedSoftmax, {scores, q}, scores, attrs);
+    REQUIRE_FALSE(masked.has_value());
+    CHECK(testing::has(masked.error().message, "mask [3, 4] and scores [2, 3] differ"));
+    std::vector<Tensor> inputs{q, k};
+    CheckCall call{Op::Matmul, inputs, &q, &attrs, nullptr, {}};
+    CHECK(testing::has(check_product(call, rng, 0).error().message, "at least 1 round"));
+    call.op = Op::Relu;
+    CHECK(testing::has(check_product(call, rng, 2).error().message, "does not check relu"));
+  }
+
+  TEST_CASE("sqrt and inv: the inverse checks accept correctly rounded results and special values, and catch 2 ulps") {
+    CheckerRng seeds(61);
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (DType dtype : kDTypes) {
+      const bool f32 = dtype == DType::F32;
+      const double tiny = f32 ? static_cast<double>(std::numeric_limits<float>::denorm_min())
+                              : std::numeric_limits<double>::denorm_min();
+      const double huge = f32 ? static_cast<double>(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+      std::vector<double> values{0.0, -0.0, inf, -inf, nan, -2.0, tiny, 3 * tiny, huge, -huge, 1.0 / huge, 2.0 / huge};
+      for (int i = 0; i < 2000; ++i) {
+        const double mantissa = 1.0 + static_cast<double>(seeds.next() >> 11) * 0x1p-53;
+        values.push_back(seeds.sign() * std::ldexp(mantissa, static_cast<int>(seeds.below(f32 ? 250 : 2040)) - (f32 ? 125 : 1020)));
+      }
+      auto shape = Shape::make({static_cast<std::int64_t>(values.size())});
+      Tensor x = *Tensor::from_values(*shape, dtype, values);
+      for (Op op : {Op::Sqrt, Op::Inv}) {
+        const std::string name = op == Op::Sqrt ? "inverse.sqrt" : "inverse.inv";
+        Tensor y = reference(op, {x});
+        CheckVerdict ok = check(name, op, {x}, y);
+        CHECK_MESSAGE(ok.passed, describe(ok));
+        // Entry 100 moved by 2 ulps: above the one-rounding floor.
+        std::vector<double> yv = y.to_vector();
+        const std::size_t at = 100;
+        if (f32) {
+          float moved = static_cast<float>(yv[at]);
+          const float up = std::numeric_limits<float>::infinity();
+          moved = std::nextafter(std::nextafter(moved, up), up);
+          yv[at] = moved;
+        } else {
+          yv[at] = std::nextafter(std::nextafter(yv[at], inf), inf);
+        }
+        CheckVerdict bad = check(name, op, {x}, with_values(y, yv));
+        CHECK_FALSE(bad.passed);
+        // A special value answered wrongly: sqrt(-2) must be NaN, inv(+0) must be +inf.
+        yv = y.to_vector();
+        yv[op == Op::Sqrt ? 5 : 0] = 1.0;
+        CheckVerdict special = check(name, op, {x}, with_values(y, yv));
+        REQUIRE_FALSE(special.passed);
+        CHECK(testing::has(special.worst.what, "special value"));
+      }
+      // The negative root squares to x as well, and is wrong.
+      std::vector<double> roots = reference(Op::Sqrt, {x}).to_vector();
+      std::size_t positive = 12;
+      while (!(values[positive] > 0.0)) ++positive;
+      roots[positive] = -roots[positive];
+      CHECK_FALSE(check("inverse.sqrt", Op::Sqrt, {x}, with_values(x, roots)).passed);
+    }
+  }
+
+  TEST_CASE("softmax, log_softmax and hard_masked_softmax checks accept correct lanes, -inf entries included") {
+    CheckerRng seeds(21);
+    const double ninf = -std::numeric_limits<double>::infinity();
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 60; ++seed) {
+        const double spread = seed % 3 == 0 ? 1.0 : (seed % 3 == 1 ? 30.0 : 300.0);
+        Tensor x = random_tensor({3, 4, 37}, dtype, seeds, -spread, spread);
+        std::vector<double> xv = x.to_vector();
+        xv[5] = ninf;  // a masked logit
+        x = with_values(x, xv);
+        for (std::int64_t axis : {-1, 0, 1}) {
+          OpAttrs attrs;
+          attrs.axis = axis;
+          CheckVerdict s = check("ratio.softmax", Op::Softmax, {x}, reference(Op::Softmax, {x}, attrs), attrs, seed);
+          CHECK_MESSAGE(s.passed, describe(s));
+          CheckVerdict l =
+              check("ratio.log_softmax", Op::LogSoftmax, {x}, reference(Op::LogSoftmax, {x}, attrs), attrs, seed);
+          CHECK_MESSAGE(l.passed, describe(l));
+        }
+        Tensor mask = random_tensor({3, 4, 37}, dtype, seeds, 0.0, 1.0);
+        std::vector<double> mv = mask.to_vector();
+        for (std::size_t i = 0; i < mv.size(); ++i) mv[i] = (mv[i] < 0.4 || i < 37) ? 0.0 : 1.0;  // row 0 fully blocked
+        mask = with_values(mask, mv);
+        OpAttrs attrs;
+        CheckVerdict h = check("ratio.hard_masked_softmax", Op::HardMaskedSoftmax, {x, mask},
+                               reference(Op::HardMaskedSoftmax, {x, mask}, attrs), attrs, seed);
+        CHECK_MESSAGE(h.passed, describe(h));
+      }
+      Tensor scalar = *Tensor::scalar(dtype, 3.0);
+      CHECK(check("ratio.softmax", Op::Softmax, {scalar}, reference(Op::Softmax, {scalar})).passed);
+    }
+  }
+
+  TEST_CASE("softmax checks catch a lane not summing to one, a perturbed entry, and a wrong non-finite lane") {
+    CheckerRng seeds(22);
+    Tensor x = random_tensor({4, 50}, DType::F32, seeds, -5.0, 5.0);
+    Tensor y = reference(Op::Softmax, {x});
+    std::vector<double> yv = y.to_vector();
+    for (std::size_t j = 50; j < 100; ++j) yv[j] *= 1.001;  // ratios intact, sum 1.001
+    CheckVerdict scaled = check("ratio.softmax", Op::Softmax, {x}, with_values(y, yv));
+    REQUIRE_FALSE(scaled.passed);
+    CHECK(testing::has(scaled.worst.what, "lane sum residual"));
+    CHECK(scaled.worst.index == 50);
+    yv = y.to_vector();
+    yv[130] *= 1.0001;  // one entry 1e-4 relative: far above a few hundred u
+    CheckVerdict one = check("ratio.softmax", Op::Softmax, {x}, with_values(y, yv));
+    REQUIRE_FALSE(one.passed);
+    CHECK(one.worst.index == 130);
+    // log_softmax shifted by a constant: differences intact, normalisation broken.
+    std::vector<double> zv = reference(Op::LogSoftmax, {x}).to_vector();
+    for (std::size_t j = 0; j < 50; ++j) zv[j] += 1e-3;
+    CheckVerdict shifted = check("ratio.log_softmax", Op::LogSoftmax, {x}, with_values(y, zv));
+    REQUIRE_FALSE(shifted.passed);
+    CHECK(testing::has(shifted.worst.what, "normalisation"));
+    // A lane holding NaN must be NaN: the reference's NaN lane passes, a finite answer fails.
+    std::vector<double> xv = x.to_vector();
+    xv[60] = std::numeric_limits<double>::quiet_NaN();
+    Tensor nan_x = with_values(x, xv);
+    Tensor nan_y = reference(Op::Softmax, {nan_x});
+    CHECK(check("ratio.softmax", Op::Softmax, {nan_x}, nan_y).passed);
+    CheckVerdict finite = check("ratio.softmax", Op::Softmax, {nan_x}, y);
+    REQUIRE_FALSE(finite.passed);
+    CHECK(testing::has(finite.worst.what, "must be NaN"));
+    // A NaN output entry in a finite lane fails: its residual is NaN.
+    yv = y.to_vector();
+    yv[7] = std::numeric_limits<double>::quiet_NaN();
+    CheckVerdict nan_out = check("ratio.softmax", Op::Softmax, {x}, with_values(y, yv));
+    REQUIRE_FALSE(nan_out.passed);
+    CHECK(std::isnan(nan_out.worst.residual));
+  }
+
+  TEST_CASE("hard_masked_softmax's check catches a leaking blocked entry") {
+    CheckerRng seeds(23);
+    Tensor x = random_tensor({3, 8}, DType::F64, seeds);
+    Tensor mask = with_values(x, {1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0});
+    Tensor allowed_all = with_values(x, std::vector<double>(24, 1.0));
+    // The output of a kernel that ignored the mask: every blocked entry leaks weight.
+    CheckVerdict v = check("ratio.hard_masked_softmax", Op::HardMaskedSoftmax, {x, mask},
+                           reference(Op::HardMaskedSoftmax, {x, allowed_all}));
+    REQUIRE_FALSE(v.passed);
+    CHECK(v.worst.bound == 0.0);
+  }
+
+  TEST_CASE("attention: both checkers accept correct outputs with masks, causal rows and fully blocked rows") {
+    CheckerRng seeds(31);
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 20; ++seed) {
+        Tensor q = random_tensor({2, 5, 4}, dtype, seeds, -2.0, 2.0);
+        Tensor k = random_tensor({2, 7, 4}, dtype, seeds, -2.0, 2.0);
+        Tensor v = random_tensor({2, 7, 3}, dtype, seeds, -2.0, 2.0);
+        std::vector<double> mv(35);
+        for (double& m : mv) m = seeds.below(3) == 0 ? 0.0 : 1.0;
+        for (std::size_t j = 7; j < 14; ++j) mv[j] = 0.0;  // query 1 fully blocked
+        Tensor mask = with_values(random_tensor({5, 7}, dtype, seeds), mv);
+        OpAttrs attrs;
+        attrs.causal = seed % 2 == 0;
+        Tensor out = reference(Op::ScaledDotProductAttention, {q, k, v, mask}, attrs);
+        CheckVerdict partial = check("blocked_rows.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out, attrs);
+        CHECK_MESSAGE(partial.passed, describe(partial));
+        CheckVerdict sampled = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out, attrs);
+        CHECK_MESSAGE(sampled.passed, describe(sampled));
+        Tensor plain = reference(Op::ScaledDotProductAttention, {q, k, v});
+        CHECK(check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v}, plain).passed);
+      }
+    }
+  }
+
+  TEST_CASE("attention: a leaking mask is caught, by the partial checker only where a blocked row leaks") {
+    CheckerRng seeds(32);
+    Tensor q = random_tensor({4, 8}, DType::F32, seeds);
+    Tensor k = random_tensor({6, 8}, DType::F32, seeds);
+    Tensor v = random_tensor({6, 5}, DType::F32, seeds);
+    std::vector<double> mv(24, 1.0);
+    for (std::size_t j = 0; j < 6; ++j) mv[6 + j] = 0.0;  // query 1 fully blocked
+    mv[0] = 0.0;                                          // query 0 blocks key 0
+    Tensor mask = with_values(random_tensor({4, 6}, DType::F32, seeds), mv);
+    // Leak 1: query 1 sees key 2.
+    std::vector<double> leak_row = mv;
+    leak_row[6 + 2] = 1.0;
+    Tensor out_row = reference(Op::ScaledDotProductAttention, {q, k, v, with_values(mask, leak_row)});
+    CHECK_FALSE(check("blocked_rows.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out_row).passed);
+    CHECK_FALSE(check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out_row).passed);
+    // Leak 2: query 0 sees its blocked key 0; no row is fully blocked there, so only the sampled
+    // recomputation can see it.
+    std::vector<double> leak_entry = mv;
+    leak_entry[0] = 1.0;
+    Tensor out_entry = reference(Op::ScaledDotProductAttention, {q, k, v, with_values(mask, leak_entry)});
+    CHECK(check("blocked_rows.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out_entry).passed);
+    CheckVerdict sampled = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v, mask}, out_entry);
+    REQUIRE_FALSE(sampled.passed);
+    CHECK(sampled.worst.index / 5 == 0);  // query 0's row
+  }
+
+  TEST_CASE("conv checksums accept correct outputs for every geometry, and catch a perturbed channel") {
+    CheckerRng seeds(41);
+    struct Geometry {
+      std::vector<std::int64_t> x, w;
+      std::vector<std::int64_t> stride, padding, dilation;
+      std::int64_t groups;
+    };
+    const std::vector<Geometry> geometries{
+        {{3, 4, 9, 8}, {6, 2, 3, 3}, {2, 1}, {1, 2}, {1, 2}, 2},
+        {{2, 3, 7, 7}, {4, 3, 2, 3}, {}, {}, {}, 1},
+        {{4, 6, 11}, {6, 1, 3}, {2}, {1}, {2}, 6},  // depthwise 1-D
+        {{1, 2, 5, 6}, {3, 2, 5, 6}, {1, 1}, {0, 0}, {1, 1}, 1},
+    };
+    for (DType dtype : kDTypes) {
+      for (const Geometry& g : geometries) {
+        for (std::uint64_t seed = 0; seed < 20; ++seed) {
+          Tensor x = random_tensor(g.x, dtype, seeds, -3.0, 3.0);
+          Tensor w = random_tensor(g.w, dtype, seeds, -3.0, 3.0);
+          Tensor b = random_tensor({g.w[0]}, dtype, seeds, -3.0, 3.0);
+          OpAttrs attrs;
+          attrs.stride = g.stride;
+          attrs.padding = g.padding;
+          attrs.dilation = g.dilation;
+          attrs.groups = g.groups;
+          Tensor y = reference(Op::Conv, {x, w, b}, attrs);
+          CheckVerdict ok = check("checksum.conv", Op::Conv, {x, w, b}, y, attrs, seed);
+          CHECK_MESSAGE(ok.passed, describe(ok));
+          CHECK(check("checksum.conv", Op::Conv, {x, w}, reference(Op::Conv, {x, w}, attrs), attrs, seed).passed);
+          // Output channel 1 of image 0 is off by 0.05 at every position: above the float32 floor
+          // of these geometries (γ_K·conv(|X|, Σ|W|) reaches about 6e-3 for the 5×6 kernel).
+          std::vector<double> yv = y.to_vector();
+          const std::int64_t plane = y.numel() / (y.dim(0) * y.dim(1));
+          for (std::int64_t p = 0; p < plane; ++p) yv[static_cast<std::size_t>(plane + p)] += 0.05;
+          CheckVerdict bad = check("checksum.conv", Op::Conv, {x, w, b}, with_values(y, yv), attrs, seed);
+          CHECK_MESSAGE(!bad.passed, describe(bad));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("conv: the check uses the exact geometry: an output of another geometry with the same shape fails") {
+    CheckerRng seeds(42);
+    Tensor x = random_tensor({2, 2, 6, 6}, DType::F32, seeds);
+    Tensor w = random_tensor({3, 2, 3, 3}, DType::F32, seeds);
+    OpAttrs padded;  // padding 1: a 6×6 output
+    padded.padding = {1, 1};
+    OpAttrs dilated;  // padding 2, dilation 2: also 6×6, other windows
+    dilated.padding = {2, 2};
+    dilated.dilation = {2, 2};
+    Tensor y = reference(Op::Conv, {x, w}, padded);
+    CHECK(check("checksum.conv", Op::Conv, {x, w}, y, padded).passed);
+    CheckVerdict other = check("checksum.conv", Op::Conv, {x, w}, y, dilated);
+    CHECK_FALSE(other.passed);
+    CHECK(testing::has(other.worst.what, "checksum residual"));
+  }
+}

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// capsule_checker_bench: what Freivalds' check adds to a matmul (docs/checkers.md, "Cost").
+// Google Benchmark programs for the unchecked and the checked float32 product at 256³ and 1024³,
+// for the reference kernel and (built with CAPSULE_TORCH_BENCH and LibTorch found) LibTorch's
+// at::matmul, then, in the same run, a best-of interleaved timing loop that prints the ratio
+// checked / unchecked per kernel and size against the targets (≤ 1.10 at 256³, ≤ 1.05 at 1024³).
+// Single-threaded: run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (docs/benchmarks.md).
+// Flags: --capsule_no_targets, --capsule_targets_only, besides every --benchmark_* flag.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "capsule/checkers/standard.hpp"
+#include "capsule/handlers/reference.hpp"
+#include "capsule/runtime/checker.hpp"
+#include "capsule/runtime/handler.hpp"
+
+#ifdef CAPSULE_CHECKER_BENCH_TORCH
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#endif
+
+using namespace capsule;
+
+namespace {
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "capsule_checker_bench: %s\n", message.c_str());
+  std::exit(2);
+}
+
+Tensor random_square(std::int64_t n, std::uint64_t seed) {
+  auto shape = Shape::make({n, n});
+  if (!shape) die(shape.error().message);
+  CheckerRng rng(seed);
+  std::vector<double> values(static_cast<std::size_t>(n * n));
+  for (double& v : values) v = static_cast<double>(rng.next() >> 11) * 0x1p-52 - 1.0;
+  auto t = Tensor::from_values(*shape, DType::F32, values);
+  if (!t) die(t.error().message);
+  return *t;
+}
+
+const HandlerSpec& reference_matmul() {
+  static const HandlerRegistry registry = [] {
+    HandlerRegistry r;
+    if (auto status = register_reference_handlers(r); !status) die(status.error().message);
+    return r;
+  }();
+  return registry.find(Op::Matmul, Provider::Reference, Device::Cpu)->spec;
+}
+
+/// One product: inputs, and how to compute the output as a capsule Tensor.
+struct Kernel {
+  std::string name;
+  std::function<Tensor(const std::vector<Tensor>&)> run;
+};
+
+Kernel reference_kernel() {
+  return {"reference", [](const std::vector<Tensor>& inputs) {
+            auto c = reference_matmul().forward(inputs, OpAttrs{});
+            if (!c) die(c.error().message);
+            return *c;
+          }};
+}
+
+#ifdef CAPSULE_CHECKER_BENCH_TORCH
+/// at::matmul on torch tensors over the same bytes; the result is wrapped, not copied, as a
+/// provider's output would be.
+Kernel torch_kernel() {
+  return {"libtorch", [](const std::vector<Tensor>& inputs) {
+            torch::NoGradGuard no_grad;
+            const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+            auto wrap = [&](const Tensor& t) {
+              return torch::from_blob(const_cast<float*>(t.data<float>()), {t.dim(0), t.dim(1)}, options);
+            };
+            auto* out = new at::Tensor(at::matmul(wrap(inputs[0]), wrap(inputs[1])).contiguous());
+            auto storage = Storage::adopt(out->data_ptr(), static_cast<std::size_t>(out->numel()) * 4, Device::Cpu,
+                                          [](void*, void* context) noexcept { delete static_cast<at::Tensor*>(context); },
+                                          out);
+            auto shape = Shape::make({out->size(0), out->size(1)});
+            auto t = Tensor::over(storage, *shape, DType::F32);
+            if (!t) die(t.error().message);
+            return *t;
+          }};
+}
+#endif
+
+std::vector<Kernel> kernels() {
+  std::vector<Kernel> all{reference_kernel()};
+#ifdef CAPSULE_CHECKER_BENCH_TORCH
+  all.push_back(torch_kernel());
+#endif
+  return all;
+}
+
+Tensor checked(const Kernel& kernel, const std::vector<Tensor>& inputs, std::uint64_t call) {
+  Tensor c = kernel.run(inputs);
+  static const OpAttrs attrs;
+  CheckerRng rng(checker_stream_seed(7, kernel.name, call));
+  CheckCall check{Op::Matmul, inputs, &c, &attrs, nullptr, {}};
+  auto verdict = check_product(check, rng, kFreivaldsRounds);
+  if (!verdict || !verdict->passed) die("a correct product failed its check");
+  return c;
+}
+
+void register_benchmarks() {
+  for (const Kernel& kernel : kernels()) {
+    for (std::int64_t n : {256, 1024}) {
+      benchmark::RegisterBenchmark(("BM_Matmul_" + kernel.name + "/" + std::to_string(n)).c_str(),
+                                   [kernel, n](benchmark::State& state) {
+                                     const std::vector<Tensor> inputs{random_square(n, 1), random_square(n, 2)};
+                                     for (auto _ : state) benchmark::DoNotOptimize(kernel.run(inputs));
+                                   })->Unit(benchmark::kMillisecond);
+      if (kernel.name == "reference") {
+        // The check alone, on a product computed once.
+        benchmark::RegisterBenchmark(("BM_FreivaldsOnly/" + std::to_string(n)).c_str(), [kernel, n](benchmark::State& state) {
+          const std::vector<Tensor> inputs{random_square(n, 1), random_square(n, 2)};
+          const Tensor c = kernel.run(inputs);
+          const OpAttrs attrs;
+          std::uint64_t call = 0;
+          for (auto _ : state) {
+            CheckerRng rng(checker_stream_seed(7, "only", call++));
+            CheckCall check{Op::Matmul, inputs, &c, &attrs, nullptr, {}};
+            benchmark::DoNotOptimize(check_product(check, rng, kFreivaldsRounds));
+          }
+        })->Unit(benchmark::kMillisecond);
+      }
+      benchmark::RegisterBenchmark(("BM_MatmulFreivalds_" + kernel.name + "/" + std::to_string(n)).c_str(),
+                                   [kernel, n](benchmark::State& state) {
+                                     const std::vector<Tensor> inputs{random_square(n, 1), random_square(n, 2)};
+                                     std::uint64_t call = 0;
+                                     for (auto _ : state) benchmark::DoNotOptimize(checked(kernel, inputs, call++));
+                                   })->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+double seconds_of(const std::function<void()>& f, int repeats) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+}
+
+/// Interleaved pairs, the order alternating, medians compared: both sides see the same noise.
+bool report_targets() {
+  bool all_pass = true;
+  std::printf("\nFreivalds-checked matmul / unchecked (float32, %d rounds, medians of 11 interleaved pairs)\n",
+              kFreivaldsRounds);
+  for (const Kernel& kernel : kernels()) {
+    for (std::int64_t n : {256, 1024}) {
+      const std::vector<Tensor> inputs{random_square(n, 1), random_square(n, 2)};
+      const int repeats = n == 256 ? 20 : 2;
+      std::vector<double> plain, check;
+      std::uint64_t call = 0;
+      auto run_plain = [&] { benchmark::DoNotOptimize(kernel.run(inputs)); };
+      auto run_checked = [&] { benchmark::DoNotOptimize(checked(kernel, inputs, call++)); };
+      run_plain();
+      run_checked();
+      for (int pair = 0; pair < 11; ++pair) {
+        if (pair % 2 == 0) {
+          plain.push_back(seconds_of(run_plain, repeats));
+          check.push_back(seconds_of(run_checked, repeats));
+        } else {
+          check.push_back(seconds_of(run_checked, repeats));
+          plain.push_back(seconds_of(run_plain, repeats));
+        }
+      }
+      std::sort(plain.begin(), plain.end());
+      std::sort(check.begin(), check.end());
+      const double ratio = check[5] / plain[5];
+      const double target = n == 256 ? 1.10 : 1.05;
+      const bool pass = ratio <= target;
+      all_pass = all_pass && pass;
+      std::printf("ratio checked/unchecked %-9s %4lld^3 = %.3fx (target <= %.2fx): %s  [unchecked %.3f ms, checked %.3f ms]\n",
+                  kernel.name.c_str(), static_cast<long long>(n), ratio, target, pass ? "PASS" : "FAIL",
+                  plain[5] * 1e3, check[5] * 1e3);
+    }
+  }
+  return all_pass;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool targets = true, benchmarks = true;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--capsule_no_targets") == 0) targets = false;
+    else if (std::strcmp(argv[i], "--capsule_targets_only") == 0) benchmarks = false;
+    else rest.push_back(argv[i]);
+  }
+#ifdef CAPSULE_CHECKER_BENCH_TORCH
+  at::set_num_threads(1);
+  at::set_num_interop_threads(1);
+#endif
+  int rest_count = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_count, rest.data());
+  if (benchmarks) {
+    register_benchmarks();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  }
+  if (targets) report_targets();
+  return 0;
+}
