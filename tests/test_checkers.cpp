@@ -83,7 +83,7 @@ CheckVerdict check_vjp(std::string_view name, Op op, const std::vector<Tensor>& 
                        std::uint64_t seed = 1) {
   const RegisteredChecker* checker = standard_checkers().find(name);
   REQUIRE_MESSAGE(checker != nullptr, "no checker " << name);
-  REQUIRE(checker->spec.obligation == CheckedObligation::Vjp);
+  REQUIRE(checker->spec.obligation == Obligation::Vjp);
   CheckerRng rng(checker_stream_seed(seed, "test.vjp", 0));
   CheckCall call{op, inputs, &output, &attrs, &grad, input_grads};
   auto verdict = run_checker(*checker, call, rng);
@@ -108,7 +108,7 @@ TEST_SUITE("checkers") {
     REQUIRE(matmul != nullptr);
     CHECK(matmul->spec.op == Op::Matmul);
     CHECK(matmul->spec.coverage == CheckerCoverage::Full);
-    CHECK(matmul->spec.obligation == CheckedObligation::Value);
+    CHECK(matmul->spec.obligation == Obligation::Value);
     CHECK(testing::has(matmul->site, "handlers/checkers/src/register.cpp:"));
     auto attention = registry.for_op(Op::ScaledDotProductAttention, Device::Cpu);
     REQUIRE(attention.size() == 2);
@@ -126,11 +126,15 @@ TEST_SUITE("checkers") {
     REQUIRE_FALSE(again.has_value());
     CHECK(again.error().code == RuntimeCode::DuplicateHandler);
     CHECK(testing::has(again.error().message, "duplicate checker `freivalds.matmul`"));
-    CheckerSpec nameless{"", Op::Relu, Device::Cpu, CheckerCoverage::Full, CheckedObligation::Value,
+    CheckerSpec nameless{"", Op::Relu, Device::Cpu, CheckerCoverage::Full, Obligation::Value,
                          registry.find("ratio.softmax")->spec.check, ""};
     CHECK(registry.add(nameless).error().code == RuntimeCode::InvalidArgument);
-    CheckerSpec no_function{"x.relu", Op::Relu, Device::Cpu, CheckerCoverage::Full, CheckedObligation::Value, nullptr, ""};
+    CheckerSpec no_function{"x.relu", Op::Relu, Device::Cpu, CheckerCoverage::Full, Obligation::Value, nullptr, ""};
     CHECK(testing::has(registry.add(no_function).error().message, "has no check function"));
+    CheckerSpec shape_checker{"x.shape", Op::Relu, Device::Cpu, CheckerCoverage::Full, Obligation::Shape,
+                              registry.find("ratio.softmax")->spec.check, ""};
+    CHECK(testing::has(registry.add(shape_checker).error().message,
+                       "checks the shape obligation; expected value or vjp"));
   }
 
   TEST_CASE("a checker refuses another op's call, and a VJP checker a call without an output gradient") {
@@ -145,7 +149,7 @@ TEST_SUITE("checkers") {
     REQUIRE_FALSE(refused.has_value());
     CHECK(testing::has(refused.error().message, "checks softmax, not log_softmax"));
     RegisteredChecker vjp{standard_checkers().find("ratio.softmax")->spec, "here"};
-    vjp.spec.obligation = CheckedObligation::Vjp;
+    vjp.spec.obligation = Obligation::Vjp;
     call.op = Op::Softmax;
     CHECK(testing::has(run_checker(vjp, call, rng).error().message, "no output gradient"));
   }

@@ -19,19 +19,6 @@ constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
 }  // namespace
 
-std::string_view to_string(CheckerCoverage coverage) {
-  switch (coverage) {
-    case CheckerCoverage::Full: return "full";
-    case CheckerCoverage::Partial: return "partial";
-    case CheckerCoverage::Sampled: return "sampled";
-  }
-  return "?";
-}
-
-std::string_view to_string(CheckedObligation obligation) {
-  return obligation == CheckedObligation::Value ? "value" : "vjp";
-}
-
 std::uint64_t CheckerRng::next() {
   state_ += kGolden;
   return mix64(state_);
@@ -70,6 +57,11 @@ RuntimeStatus CheckerRegistry::add(CheckerSpec spec, std::source_location site) 
   if (spec.check == nullptr) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str("checker `", spec.name, "` at ", registration_site(site), " has no check function"));
+  }
+  if (spec.obligation != Obligation::Value && spec.obligation != Obligation::Vjp) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("checker `", spec.name, "` at ", registration_site(site), " checks the ",
+                             to_string(spec.obligation), " obligation; expected value or vjp"));
   }
   if (const RegisteredChecker* existing = find(spec.name)) {
     return runtime_error(RuntimeCode::DuplicateHandler,
@@ -112,7 +104,7 @@ RuntimeResult<CheckVerdict> run_checker(const RegisteredChecker& checker, const 
     return runtime_error(RuntimeCode::InvalidArgument,
                          str("checker `", checker.spec.name, "` was given no output or no attributes"));
   }
-  if (checker.spec.obligation == CheckedObligation::Vjp && call.output_gradient == nullptr) {
+  if (checker.spec.obligation == Obligation::Vjp && call.output_gradient == nullptr) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str("checker `", checker.spec.name, "` checks a VJP but was given no output gradient"));
   }

@@ -25,7 +25,7 @@ RuntimeStatus register_standard_checkers(CheckerRegistry& registry) {
   using checkers::check_inverse_elementwise;
   using checkers::check_softmax_family;
   constexpr auto full = CheckerCoverage::Full;
-  constexpr auto value = CheckedObligation::Value;
+  constexpr auto value = Obligation::Value;
   const CheckerSpec specs[] = {
       {"freivalds.matmul", Op::Matmul, Device::Cpu, full, value, freivalds_registered,
        "C·r = A·(B·r) for random sign vectors r, per batch entry"},
@@ -35,11 +35,11 @@ RuntimeStatus register_standard_checkers(CheckerRegistry& registry) {
        "Y·r = X·(Wᵀ·r) + b·r for random sign vectors r"},
       {"freivalds.softmax_matmul", Op::SoftmaxMatmul, Device::Cpu, full, value, freivalds_registered,
        "C·r = softmax(A)·(B·r) for random sign vectors r, softmax(A) in float64"},
-      {"freivalds.matmul.vjp", Op::Matmul, Device::Cpu, full, CheckedObligation::Vjp, freivalds_vjp_registered,
+      {"freivalds.matmul.vjp", Op::Matmul, Device::Cpu, full, Obligation::Vjp, freivalds_vjp_registered,
        "dA·r = G·(Bᵀ·r) and dB·r = Aᵀ·(G·r) for random sign vectors r"},
-      {"freivalds.scaled_matmul.vjp", Op::ScaledMatmul, Device::Cpu, full, CheckedObligation::Vjp,
+      {"freivalds.scaled_matmul.vjp", Op::ScaledMatmul, Device::Cpu, full, Obligation::Vjp,
        freivalds_vjp_registered, "dA·r = alpha·G·(Bᵀ·r) and dB·r = alpha·Aᵀ·(G·r) for random sign vectors r"},
-      {"freivalds.linear.vjp", Op::Linear, Device::Cpu, full, CheckedObligation::Vjp, freivalds_vjp_registered,
+      {"freivalds.linear.vjp", Op::Linear, Device::Cpu, full, Obligation::Vjp, freivalds_vjp_registered,
        "dX·r = G·(W·r), dW·r = Gᵀ·(X·r), db·r = Σ_rows G·r for random sign vectors r"},
       {"checksum.conv", Op::Conv, Device::Cpu, full, value, conv_registered,
        "random-sign output-channel and batch checksums equal convolutions with the summed filter / image"},

@@ -29,17 +29,11 @@
 
 namespace capsule {
 
-/// How much of the claim a passing check establishes (docs/checkers.md, "Coverage labels").
-enum class CheckerCoverage : std::uint8_t {
-  Full,     ///< a pass implies the obligation within the stated tolerance and miss probability
-  Partial,  ///< only a necessary condition: never discharges a value obligation on its own
-  Sampled,  ///< an independent recomputation, as costly as the op: meant for sampled calls
-};
-/// The obligation a checker checks.
-enum class CheckedObligation : std::uint8_t { Value, Vjp };
-
-std::string_view to_string(CheckerCoverage coverage);
-std::string_view to_string(CheckedObligation obligation);
+// A checker's coverage label is the catalog's CheckerCoverage (vocab.hpp; docs/checkers.md,
+// "Coverage labels"): full (a pass implies the obligation within the stated tolerance and miss
+// probability), partial (only a necessary condition: never discharges a value obligation on its
+// own) or sampled (an independent recomputation, as costly as the op: meant for sampled calls).
+// A checker checks the value or the vjp obligation (registration refuses shape and layout).
 
 /// A deterministic 64-bit stream (splitmix64). Checkers draw random signs and indices from it.
 class CheckerRng {
@@ -96,7 +90,7 @@ struct CheckerSpec {
   Op op = Op::Custom;
   Device device = Device::Cpu;
   CheckerCoverage coverage = CheckerCoverage::Full;
-  CheckedObligation obligation = CheckedObligation::Value;
+  Obligation obligation = Obligation::Value;
   CheckFunction check = nullptr;
   std::string summary;  ///< one line: the property checked (shown in reports)
 };
