@@ -54,6 +54,9 @@ struct Profile {
   /// yet. Lint reports an unmarked profile that plans nothing, and a marked one that plans
   /// something.
   bool plans_nothing = false;
+  /// How often checker evidence is rechecked at run time (`recheck`; default every call).
+  RecheckPolicy recheck;
+  SourceLoc recheck_where;  ///< the `recheck` key, when given
   SourceFile source;
   SourceLoc where;
 };

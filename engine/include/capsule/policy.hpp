@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,24 @@ struct KernelPolicy {
   VjpMode vjp = VjpMode::TorchleanTape;
 
   friend bool operator==(const KernelPolicy&, const KernelPolicy&) = default;
+};
+
+/// How often a session reruns the checker of a capsule whose obligation rests on checker evidence
+/// (issue 11, "Recheck at run time"; docs/checkers.md). A profile's `recheck` key sets it:
+/// `{ every = N }` checks calls 0, N, 2N, …; `{ sample = p, seed = s }` checks each call with
+/// probability p, decided by a stream derived from (s, capsule, call index) only, so turning
+/// checks on never changes a run's results. The default is every call.
+struct RecheckPolicy {
+  enum class Kind : std::uint8_t { Every, Sample };
+  Kind kind = Kind::Every;
+  std::uint64_t every = 1;   ///< Every: the period (1 = every call)
+  double sample = 1.0;       ///< Sample: the probability that a call is checked, in (0, 1]
+  std::uint64_t seed = 0;    ///< Sample: the sampling stream's seed
+
+  /// True when every call is checked (`every = 1`): what `strict` requires.
+  bool checks_every_call() const { return kind == Kind::Every && every == 1; }
+
+  friend bool operator==(const RecheckPolicy&, const RecheckPolicy&) = default;
 };
 
 /// Declared devices and providers (§4.1). Default: the CPU preset.
