@@ -871,6 +871,20 @@ TEST_SUITE("libtorch.values") {
     CHECK(padded.error().code == RuntimeCode::InvalidArgument);
     CHECK(testing::has(padded.error().message, "max_pool: x has shape [1, 1, 3] and the window (kernel [2], stride "
                                                "[], padding [5]) does not fit"));
+    // Hostile payload near INT64_MAX is refused without overflow: a window larger than the input
+    // by our check, one that fits only through huge padding by ATen's (its kernels take int).
+    OpAttrs huge;
+    huge.kernel = {std::numeric_limits<std::int64_t>::max()};
+    OpAttrs padded_huge = huge;
+    padded_huge.padding = {std::numeric_limits<std::int64_t>::max() / 2};
+    for (const Op op : {Op::MaxPool, Op::AvgPool, Op::SmoothMaxPool}) {
+      const auto refused = libtorch_handler(op).forward(std::vector<Tensor>{x}, huge);
+      REQUIRE_FALSE(refused.has_value());
+      CHECK_MESSAGE(testing::has(refused.error().message, "does not fit"), refused.error().message);
+      const auto rejected = libtorch_handler(op).forward(std::vector<Tensor>{x}, padded_huge);
+      REQUIRE_FALSE(rejected.has_value());
+      CHECK_MESSAGE(testing::has(rejected.error().message, "ATen rejected the call"), rejected.error().message);
+    }
     // Pools take no dilation: refused, as the reference does, instead of ignored.
     OpAttrs dilated;
     dilated.kernel = {2};

@@ -120,15 +120,17 @@ inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& at
   const std::size_t first = x.rank() - spatial;
   for (std::size_t d = first; d < x.rank(); ++d) {
     const std::size_t a = win.one_d ? 1 : d - first;  // the axis in the 2-D window (1-D runs as height 1)
+    // kernel − 2·padding is in [0, kernel] once padding <= kernel/2, so nothing below can overflow
+    // on hostile payload near INT64_MAX.
     if (win.kernel[a] < 1 || win.stride[a] < 1 || win.padding[a] < 0 || win.padding[a] > win.kernel[a] / 2 ||
-        x.dim(d) + 2 * win.padding[a] < win.kernel[a]) {
+        x.dim(d) < win.kernel[a] - 2 * win.padding[a]) {
       return runtime_error(RuntimeCode::InvalidArgument,
                            str(name, ": x has shape ", to_string(x.shape()), " and the window (kernel ",
                                quoted_dims(attrs.kernel), ", stride ", quoted_dims(attrs.stride), ", padding ",
                                quoted_dims(attrs.padding), ") does not fit; expected kernel and stride >= 1, "
                                "0 <= padding <= kernel / 2 and kernel <= size + 2·padding"));
     }
-    win.out_dims[d] = (x.dim(d) + 2 * win.padding[a] - win.kernel[a]) / win.stride[a] + 1;
+    win.out_dims[d] = (x.dim(d) - (win.kernel[a] - 2 * win.padding[a])) / win.stride[a] + 1;
   }
   return win;
 }
