@@ -60,8 +60,10 @@ SoftmaxErrorModel softmax_error_model(X&& x, W&& weight, std::int64_t count, dou
   }
   // A provider computing x_j - (top + log Σ) rounds c = top + log Σ by u·(|top| + log Σ), which
   // shifts every entry of the lane alike (log Σ <= log count): a common relative error of the
-  // normaliser, so it goes into the sum's.
-  model.sum_rel = weighted + gamma(static_cast<double>(count), u) + u * (std::fabs(top) + model.log_count);
+  // normaliser, so it goes into the sum's. Rounding to nearest never lands farther than top
+  // itself (representable), so the shift is also at most log Σ: that caps it for huge |top|.
+  const double normaliser = std::fmin(u * (std::fabs(top) + model.log_count), model.log_count);
+  model.sum_rel = weighted + gamma(static_cast<double>(count), u) + normaliser;
   return model;
 }
 
