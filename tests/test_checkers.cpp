@@ -254,8 +254,6 @@ TEST_SUITE("checkers") {
     CheckerRng seeds(14);
     const std::int64_t m = 16, k = 48, n = 16;
     const double u = std::numeric_limits<float>::epsilon() / 2.0;
-    const double u64 = std::numeric_limits<double>::epsilon() / 2.0;
-    auto gamma = [](double count, double unit) { return count * unit / (1.0 - count * unit); };
     int caught = 0;
     for (std::uint64_t seed = 0; seed < 200; ++seed) {
       Tensor a = random_tensor({m, k}, DType::F32, seeds);
@@ -269,8 +267,7 @@ TEST_SUITE("checkers") {
         t += std::fabs(a.at(i * k + p)) * row;
       }
       for (std::int64_t q = 0; q < n; ++q) c_abs += std::fabs(c.at(i * n + q));
-      const double check_mag = gamma(static_cast<double>(n + k + 3), u64);
-      const double tau = gamma(k, u) * t * (1.0 + check_mag) + check_mag * t + gamma(n + 1, u64) * c_abs;
+      const double tau = freivalds_row_tolerance(u, static_cast<double>(k), k, n, t, c_abs);
       std::vector<double> values = c.to_vector();
       // Rounded to float32 the perturbation must stay above the floor: go up by one more ulp.
       const float moved = static_cast<float>(values[static_cast<std::size_t>(i * n + j)] + 2.2 * tau);
@@ -677,5 +674,226 @@ TEST_SUITE("checkers") {
     CheckVerdict other = check("checksum.conv", Op::Conv, {x, w}, y, dilated);
     CHECK_FALSE(other.passed);
     CHECK(testing::has(other.worst.what, "checksum residual"));
+  }
+}
+
+namespace {
+
+/// Tensor::from_values for a runtime list of dims and values.
+RuntimeResult<Tensor> from_list(std::vector<std::int64_t> dims, DType dtype, std::vector<double> values) {
+  auto shape = Shape::make(dims);
+  REQUIRE(shape.has_value());
+  return Tensor::from_values(*shape, dtype, values);
+}
+
+}  // namespace
+
+// Review findings on the checkers: each case below failed (or hung, or read out of bounds) before
+// its fix.
+TEST_SUITE("checkers.review") {
+  TEST_CASE("attention: a negative finite scale gives a positive bound, so exact outputs pass") {
+    CheckerRng seeds(71);
+    for (DType dtype : kDTypes) {
+      for (std::uint64_t seed = 0; seed < 10; ++seed) {
+        Tensor q = random_tensor({4, 6}, dtype, seeds, -3.0, 3.0);
+        Tensor k = random_tensor({5, 6}, dtype, seeds, -3.0, 3.0);
+        Tensor v = random_tensor({5, 3}, dtype, seeds, -3.0, 3.0);
+        OpAttrs attrs;
+        attrs.scale = -0.8;
+        Tensor out = reference(Op::ScaledDotProductAttention, {q, k, v}, attrs);
+        CheckVerdict verdict = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v}, out, attrs, seed);
+        CHECK_MESSAGE(verdict.passed, describe(verdict));
+        CHECK(verdict.worst.bound >= 0.0);
+      }
+    }
+  }
+
+  TEST_CASE("product VJP: a G whose shape the inputs do not give is refused before any read") {
+    CheckerRng seeds(72);
+    CheckerRng rng(1);
+    OpAttrs attrs;
+    auto run_vjp = [&](Op op, std::vector<Tensor> inputs, const Tensor& out, const Tensor& g, std::vector<Tensor> grads) {
+      CheckCall call{op, inputs, &out, &attrs, &g, grads};
+      return check_product_vjp(call, rng, 2);
+    };
+    // linear: X has 2 rows, G (and the output) 50: dX and X would be read 50 rows deep.
+    Tensor x = random_tensor({2, 6}, DType::F32, seeds);
+    Tensor w = random_tensor({4, 6}, DType::F32, seeds);
+    Tensor g = random_tensor({50, 4}, DType::F32, seeds);
+    Tensor dx = random_tensor({2, 6}, DType::F32, seeds);
+    Tensor dw = random_tensor({4, 6}, DType::F32, seeds);
+    auto rows = run_vjp(Op::Linear, {x, w}, g, g, {dx, dw});
+    REQUIRE_FALSE(rows.has_value());
+    CHECK(rows.error().code == RuntimeCode::ShapeMismatch);
+    CHECK(testing::has(rows.error().message, "output gradient [50, 4]; the inputs give [2, 4]"));
+    // linear: a bias of the wrong shape, and a bias gradient for an absent bias.
+    Tensor g_ok = random_tensor({2, 4}, DType::F32, seeds);
+    Tensor bias3 = random_tensor({3}, DType::F32, seeds);
+    auto bias = run_vjp(Op::Linear, {x, w, bias3}, g_ok, g_ok, {dx, dw, bias3});
+    REQUIRE_FALSE(bias.has_value());
+    CHECK(bias.error().code == RuntimeCode::ShapeMismatch);
+    CHECK(testing::has(bias.error().message, "b [3]"));
+    auto scalar = Tensor::from_values(Shape::make(std::vector<std::int64_t>{}).value(), DType::F32,
+                                      std::vector<double>{0.5});
+    REQUIRE(scalar.has_value());
+    auto no_bias = run_vjp(Op::Linear, {x, w, Tensor()}, g_ok, g_ok, {dx, dw, *scalar});
+    REQUIRE_FALSE(no_bias.has_value());
+    CHECK(no_bias.error().code == RuntimeCode::InvalidArgument);
+    CHECK(testing::has(no_bias.error().message, "gradient for input 2, which is undefined"));
+    // matmul and scaled_matmul: G [3, 9] for A [3, 4]·B [4, 2] would be read as [3, 2] per batch.
+    Tensor a = random_tensor({2, 3, 4}, DType::F32, seeds);
+    Tensor b = random_tensor({2, 4, 2}, DType::F32, seeds);
+    Tensor big = random_tensor({2, 3, 9}, DType::F32, seeds);
+    for (Op op : {Op::Matmul, Op::ScaledMatmul}) {
+      auto product = run_vjp(op, {a, b}, big, big, {random_tensor({2, 3, 4}, DType::F32, seeds), Tensor()});
+      REQUIRE_FALSE(product.has_value());
+      CHECK(product.error().code == RuntimeCode::ShapeMismatch);
+      CHECK(testing::has(product.error().message, "the inputs give [2, 3, 2]"));
+    }
+  }
+
+  TEST_CASE("the public check entry points refuse a call without output or attributes") {
+    CheckerRng seeds(73);
+    CheckerRng rng(1);
+    OpAttrs attrs;
+    Tensor a = random_tensor({3, 4}, DType::F32, seeds);
+    Tensor b = random_tensor({4, 2}, DType::F32, seeds);
+    Tensor c = reference(Op::Matmul, {a, b});
+    std::vector<Tensor> inputs{a, b};
+    CheckCall no_output{Op::Matmul, inputs, nullptr, &attrs, &c, {}};
+    CheckCall no_attrs{Op::Matmul, inputs, &c, nullptr, &c, {}};
+    for (const CheckCall* call : {&no_output, &no_attrs}) {
+      auto product = check_product(*call, rng, 2);
+      REQUIRE_FALSE(product.has_value());
+      CHECK(product.error().code == RuntimeCode::InvalidArgument);
+      CHECK_FALSE(check_product_vjp(*call, rng, 2).has_value());
+      CheckCall conv = *call;
+      conv.op = Op::Conv;
+      auto conv_result = check_conv(conv, rng, 2);
+      REQUIRE_FALSE(conv_result.has_value());
+      CHECK(testing::has(conv_result.error().message, "no output or no attributes"));
+    }
+  }
+
+  TEST_CASE("zero-size hostile shapes return at once instead of walking empty lanes or rows") {
+    const std::int64_t huge = std::int64_t{1} << 31;
+    auto empty = [](std::vector<std::int64_t> dims) {
+      auto shape = Shape::make(dims);
+      REQUIRE(shape.has_value());
+      auto t = Tensor::from_values(*shape, DType::F32, std::vector<double>{});
+      REQUIRE(t.has_value());
+      return *t;
+    };
+    Tensor scores = empty({huge, 0, huge});
+    OpAttrs middle;
+    middle.axis = 1;  // outer = inner = 2^31 lanes of length 0
+    CHECK(check("ratio.softmax", Op::Softmax, {scores}, scores, middle).passed);
+    CHECK(check("ratio.log_softmax", Op::LogSoftmax, {scores}, scores, middle).passed);
+    Tensor q = empty({huge, 0});
+    OpAttrs causal;
+    causal.causal = true;
+    causal.scale = 1.0;  // d = 0 has no default scale
+    CHECK(check("recompute.attention", Op::ScaledDotProductAttention, {q, q, q}, q, causal).passed);
+    CHECK(check("blocked_rows.attention", Op::ScaledDotProductAttention, {q, q, q}, q, causal).passed);
+  }
+
+  TEST_CASE("conv: hostile padding and dilation are a size-overflow error, not signed overflow") {
+    CheckerRng seeds(74);
+    CheckerRng rng(1);
+    Tensor x = random_tensor({1, 2, 5, 5}, DType::F32, seeds);
+    Tensor w = random_tensor({3, 2, 3, 3}, DType::F32, seeds);
+    Tensor y = random_tensor({1, 3, 3, 3}, DType::F32, seeds);
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    OpAttrs padded;
+    padded.padding = {max / 2 + 1, 0};
+    OpAttrs dilated;
+    dilated.dilation = {max, 1};
+    OpAttrs groups;
+    groups.groups = std::int64_t{1} << 40;  // x [0, 2^40, 5, 5], w [0, 2^30, 3, 3]: w.dim(1)·groups overflowed
+    for (const OpAttrs* attrs : {&padded, &dilated}) {
+      std::vector<Tensor> inputs{x, w};
+      CheckCall call{Op::Conv, inputs, &y, attrs, nullptr, {}};
+      auto result = check_conv(call, rng, 2);
+      REQUIRE_FALSE(result.has_value());
+      CHECK(result.error().code == RuntimeCode::SizeOverflow);
+    }
+    auto empty = [](std::vector<std::int64_t> dims) {
+      auto t = Tensor::from_values(Shape::make(dims).value(), DType::F32, std::vector<double>{});
+      REQUIRE(t.has_value());
+      return *t;
+    };
+    std::vector<Tensor> inputs{empty({0, std::int64_t{1} << 40, 5, 5}), empty({0, std::int64_t{1} << 30, 3, 3})};
+    CheckCall call{Op::Conv, inputs, &y, &groups, nullptr, {}};
+    auto result = check_conv(call, rng, 2);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().code == RuntimeCode::ShapeMismatch);
+  }
+
+  TEST_CASE("softmax family: a provider rounding top + log Σ before subtracting passes on large-|top| lanes") {
+    // float32 lanes, computed by the provider both as x - top - log Σ and as x - (top + log Σ).
+    const std::vector<std::vector<float>> lanes{{1e4f, 1e4f}, {-2e4f, -2e4f + 0.5f, -2e4f}, {3e4f, 3e4f - 1.0f}};
+    for (const auto& lane : lanes) {
+      std::vector<double> xs(lane.begin(), lane.end());
+      float top = lane[0];
+      for (float v : lane) top = std::max(top, v);
+      float sum = 0.0f;
+      for (float v : lane) sum += std::exp(v - top);
+      const float log_sum = std::log(sum);
+      const float combined = top + log_sum;
+      std::vector<double> z_split, z_combined, y_split, y_combined;
+      for (float v : lane) {
+        z_split.push_back(static_cast<double>((v - top) - log_sum));
+        z_combined.push_back(static_cast<double>(v - combined));
+        y_split.push_back(static_cast<double>(std::exp((v - top) - log_sum)));
+        y_combined.push_back(static_cast<double>(std::exp(v - combined)));
+      }
+      auto x = from_list({static_cast<std::int64_t>(lane.size())}, DType::F32, xs);
+      REQUIRE(x.has_value());
+      for (const auto* values : {&z_split, &z_combined}) {
+        CheckVerdict v = check("ratio.log_softmax", Op::LogSoftmax, {*x}, with_values(*x, *values));
+        CHECK_MESSAGE(v.passed, describe(v));
+      }
+      for (const auto* values : {&y_split, &y_combined}) {
+        CheckVerdict v = check("ratio.softmax", Op::Softmax, {*x}, with_values(*x, *values));
+        CHECK_MESSAGE(v.passed, describe(v));
+      }
+    }
+  }
+
+  TEST_CASE("softmax family: a float64 lane whose spread overflows accepts the exact 0 / -inf entry") {
+    const double big = 1e308;
+    auto x = from_list({2}, DType::F64, std::vector<double>{-big, big});
+    REQUIRE(x.has_value());
+    const double inf = std::numeric_limits<double>::infinity();
+    CheckVerdict soft = check("ratio.softmax", Op::Softmax, {*x}, with_values(*x, {0.0, 1.0}));
+    CHECK_MESSAGE(soft.passed, describe(soft));
+    CheckVerdict log = check("ratio.log_softmax", Op::LogSoftmax, {*x}, with_values(*x, {-inf, 0.0}));
+    CHECK_MESSAGE(log.passed, describe(log));
+    CHECK_FALSE(check("ratio.softmax", Op::Softmax, {*x}, with_values(*x, {1e-300, 1.0})).passed);
+    CHECK_FALSE(check("ratio.log_softmax", Op::LogSoftmax, {*x}, with_values(*x, {-1e300, 0.0})).passed);
+  }
+
+  TEST_CASE("sqrt: a subnormal float64 input's correctly rounded root passes") {
+    const double tiny = std::numeric_limits<double>::denorm_min();
+    std::vector<double> xs{tiny, 3 * tiny, 7 * tiny, 1001 * tiny, 0x1p-1050};
+    std::vector<double> ys;
+    for (double v : xs) ys.push_back(std::sqrt(v));
+    auto x = from_list({static_cast<std::int64_t>(xs.size())}, DType::F64, xs);
+    REQUIRE(x.has_value());
+    CheckVerdict v = check("inverse.sqrt", Op::Sqrt, {*x}, with_values(*x, ys));
+    CHECK_MESSAGE(v.passed, describe(v));
+    ys[2] *= 2.0;  // a wrong root is still caught (y² = 4x)
+    CHECK_FALSE(check("inverse.sqrt", Op::Sqrt, {*x}, with_values(*x, ys)).passed);
+  }
+
+  TEST_CASE("softmax_matmul: a provider flushing an underflowed weight to 0 passes") {
+    // Row 0 of A: the second weight is exp(-100) ~ 3.7e-44, subnormal in float32; B's second row
+    // is 1e38, so flushing that weight moves C by ~3.7e-6, far above the relative bound.
+    auto a = from_list({1, 2}, DType::F32, std::vector<double>{0.0, -100.0});
+    auto b = from_list({2, 1}, DType::F32, std::vector<double>{1.0, 1e38});
+    auto flushed = from_list({1, 1}, DType::F32, std::vector<double>{1.0});
+    REQUIRE((a.has_value() && b.has_value() && flushed.has_value()));
+    CheckVerdict v = check("freivalds.softmax_matmul", Op::SoftmaxMatmul, {*a, *b}, *flushed);
+    CHECK_MESSAGE(v.passed, describe(v));
   }
 }

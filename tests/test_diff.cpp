@@ -842,7 +842,27 @@ TEST_CASE("checker evidence ranks: trusted-boundary -> checker strengthens, the 
       CHECK(find_change(back, "strengthened:capsule:reference.relu:value") != nullptr);
     }
   }
-  SUBCASE("value: a test suite becoming missing is weakened") {
+  SUBCASE("value: a checker renamed while its coverage moves reports both changes") {
+    const Tree full = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = checker_evidence("relu.check", CheckerCoverage::Full);
+    });
+    const Tree head = with_capsule(full, "reference.relu", [](Capsule& c) {
+      c.contract(Obligation::Value).evidence = checker_evidence("relu.other_check", CheckerCoverage::Sampled);
+    });
+    const TrustDiff diff = diff_trees(full, head, diff_options());
+    INFO(all_ids(diff));
+    int coverage = 0, renamed = 0;
+    for (const Change& c : diff.changes) {
+      if (c.subject != "reference.relu" || c.kind != ChangeKind::Evidence) continue;
+      CHECK(c.direction == Direction::Weakened);
+      if (has(c.message, "checker coverage weakened: full -> sampled")) ++coverage;
+      if (has(c.message, "evidence now names another checker")) ++renamed;
+    }
+    CHECK(coverage == 1);
+    CHECK(renamed == 1);
+    CHECK(exit_status(diff) == 1);
+  }
+    SUBCASE("value: a test suite becoming missing is weakened") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
       c.contract(Obligation::Value).evidence = Evidence{};
       c.contract(Obligation::Value).evidence.kind = EvidenceKind::Missing;

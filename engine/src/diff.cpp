@@ -658,30 +658,35 @@ void Differ::obligation(const Entry& b, const Entry& h, Obligation o) {
     if (now.kind == EvidenceKind::TrustedBoundary && lapsed(now.expires, options_.today)) {
       change.notes.push_back(str("the boundary already expired on ", format_date(*now.expires)));
     }
-  } else if (now.kind == EvidenceKind::Checker && was.coverage != now.coverage) {
-    // Note [Checker coverage]: the same checker kind, yet a move from full to partial or sampled
-    // checks less of the claim, so it ranks like any other evidence change.
-    const int rank_before = evidence_rank(before.claim.kind, was);
-    const int rank_after = evidence_rank(after.claim.kind, now);
-    const Direction direction = !same_claim_kind         ? Direction::Neutral
-                                : rank_after < rank_before ? Direction::Weakened
-                                : rank_after > rank_before ? Direction::Strengthened
-                                                           : Direction::Neutral;
-    add_o(ChangeKind::Evidence, direction,
-          str(name, " checker coverage ", direction == Direction::Weakened       ? "weakened"
-                                          : direction == Direction::Strengthened ? "strengthened"
-                                                                                 : "changed",
-              ": ", to_string(was.coverage), " -> ", to_string(now.coverage)),
-          evidence_words(was), evidence_words(now));
-  } else if (was.name != now.name || was.reason != now.reason) {
-    // Note [Renamed evidence]: same kind, other suite, guard, definition or reason. The kind did
-    // not move, but what stands behind the claim did: the new suite may test nothing of it, and
-    // only a reviewer can tell. So it needs review (weakened, waivable), never neutral.
-    add_o(ChangeKind::Evidence, Direction::Weakened,
-          str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed"
-                                                              : str(" evidence now names another ", to_string(now.kind)),
-              ": a reviewer must confirm it still backs the claim"),
-          evidence_words(was), evidence_words(now));
+  } else {
+    // Same kind: a coverage change and a rename are independent findings, so both are reported
+    // when a checker is renamed and its coverage moves at once.
+    if (now.kind == EvidenceKind::Checker && was.coverage != now.coverage) {
+      // Note [Checker coverage]: the same checker kind, yet a move from full to partial or sampled
+      // checks less of the claim, so it ranks like any other evidence change.
+      const int rank_before = evidence_rank(before.claim.kind, was);
+      const int rank_after = evidence_rank(after.claim.kind, now);
+      const Direction direction = !same_claim_kind         ? Direction::Neutral
+                                  : rank_after < rank_before ? Direction::Weakened
+                                  : rank_after > rank_before ? Direction::Strengthened
+                                                             : Direction::Neutral;
+      add_o(ChangeKind::Evidence, direction,
+            str(name, " checker coverage ", direction == Direction::Weakened       ? "weakened"
+                                            : direction == Direction::Strengthened ? "strengthened"
+                                                                                   : "changed",
+                ": ", to_string(was.coverage), " -> ", to_string(now.coverage)),
+            evidence_words(was), evidence_words(now));
+    }
+    if (was.name != now.name || was.reason != now.reason) {
+      // Note [Renamed evidence]: same kind, other suite, guard, definition or reason. The kind did
+      // not move, but what stands behind the claim did: the new suite may test nothing of it, and
+      // only a reviewer can tell. So it needs review (weakened, waivable), never neutral.
+      add_o(ChangeKind::Evidence, Direction::Weakened,
+            str(name, now.kind == EvidenceKind::TrustedBoundary ? " trusted-boundary reason changed"
+                                                                : str(" evidence now names another ", to_string(now.kind)),
+                ": a reviewer must confirm it still backs the claim"),
+            evidence_words(was), evidence_words(now));
+    }
   }
   if (was.kind == now.kind && was.owner != now.owner) {
     add_o(ChangeKind::EvidenceOwner, Direction::Neutral, str(name, " evidence owner changed"), was.owner, now.owner);

@@ -70,7 +70,6 @@ std::int64_t draw_size(CheckerRng& rng, long index) {
 double row_tolerance(const Tensor& a, const Tensor& b, const Tensor& c, std::int64_t i) {
   const std::int64_t k = a.dim(1), n = b.dim(1);
   const double u = a.dtype() == DType::F32 ? 0x1p-24 : 0x1p-53;
-  auto gamma = [](double count, double unit) { return count * unit / (1.0 - count * unit); };
   double t = 0.0, c_abs = 0.0;
   for (std::int64_t p = 0; p < k; ++p) {
     double row = 0.0;
@@ -78,8 +77,7 @@ double row_tolerance(const Tensor& a, const Tensor& b, const Tensor& c, std::int
     t += std::fabs(a.at(i * k + p)) * row;
   }
   for (std::int64_t q = 0; q < n; ++q) c_abs += std::fabs(c.at(i * n + q));
-  const double check_mag = gamma(static_cast<double>(n + k + 3), 0x1p-53);
-  return gamma(static_cast<double>(k), u) * t * (1.0 + check_mag) + check_mag * t + gamma(static_cast<double>(n + 1), 0x1p-53) * c_abs;
+  return freivalds_row_tolerance(u, static_cast<double>(k), k, n, t, c_abs);
 }
 
 /// Moves c[index] by `delta`, then at least one more ulp of c's dtype away, so the stored value is

@@ -104,6 +104,9 @@ RuntimeResult<CheckVerdict> blocked_rows_typed(const CheckCall& call) {
   CAPSULE_TRY(const AttentionDims dims, attention_dims(call));
   if (auto bad = wrong_output_shape("scaled_dot_product_attention", *call.output, dims.out_shape)) return *bad;
   WorstResidual worst;
+  // No output entry, nothing to check; and q, k, v may then be empty with huge n and m (d = dv = 0),
+  // which the loops over n·m would otherwise walk.
+  if (call.output->numel() == 0) return worst.verdict();
   const T* out = call.output->data<T>();
   for (std::int64_t b = 0; b < dims.batch; ++b) {
     AttentionView<T> view{dims, *call.attrs, batch_mask<T>(call, dims, b)};
@@ -127,6 +130,9 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
   CAPSULE_TRY(const AttentionDims dims, attention_dims(call));
   if (auto bad = wrong_output_shape("scaled_dot_product_attention", *call.output, dims.out_shape)) return *bad;
   WorstResidual worst;
+  // No output entry, nothing to check; and q, k, v may then be empty with huge n and m (d = dv = 0),
+  // which the loops over n·m would otherwise walk.
+  if (call.output->numel() == 0) return worst.verdict();
   const double u = unit_roundoff<T>();
   const double u_high = static_cast<double>(std::numeric_limits<H>::epsilon()) / 2.0;
   const double inf = std::numeric_limits<double>::infinity();
@@ -140,6 +146,7 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
   std::vector<double> score_err(static_cast<std::size_t>(dims.m));
   std::vector<H> acc(static_cast<std::size_t>(dims.dv));
   std::vector<double> tol(static_cast<std::size_t>(dims.dv));
+  std::vector<double> v_max(static_cast<std::size_t>(dims.dv));  ///< max |v| over the row's allowed keys
   std::vector<double> weight(static_cast<std::size_t>(dims.m));
   // Roundings: the score's dot product and its scaling (d + 1), the weighted sum over m keys.
   const double score_gamma = gamma(static_cast<double>(dims.d + 1), u);
@@ -170,7 +177,7 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
         }
         s *= scale;
         score[static_cast<std::size_t>(j)] = s;
-        score_err[static_cast<std::size_t>(j)] = score_gamma * dims.scale * mag;
+        score_err[static_cast<std::size_t>(j)] = score_gamma * std::fabs(dims.scale) * mag;  // a bound: |scale|
         if (std::isnan(s) || s == std::numeric_limits<H>::infinity()) poisoned = true;
         const T* vj = vb + j * dims.dv;
         if (s == -std::numeric_limits<H>::infinity()) {
@@ -204,19 +211,32 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
         }
         continue;
       }
-      // The provider's weights are off by the score errors (the entry's own and the weighted
-      // shift of the normaliser) and by softmax's rounding; its weighted sum by γ_m more.
-      double shift = 0.0;
+      // The provider's weights are off by the score errors (the entry's own and the shift of the
+      // normaliser) and by softmax's rounding; its weighted sum by γ_m more. With scores off by
+      // δ_k, |δ_k| <= err_k, log Z moves by log Σ w_k·e^{δ_k}, which lies in
+      // [log Σ w_k·e^{-err_k}, log Σ w_k·e^{err_k}]; by Jensen the lower end's magnitude is at
+      // most Σ w_k·err_k <= log Σ w_k·e^{err_k}, so the upper end bounds both directions (the
+      // weighted mean Σ w_k·err_k alone bounds only the downward one).
+      double shift_sum = 0.0;
       std::fill(weight.begin(), weight.end(), 0.0);
       for (std::int64_t j = 0; j < dims.m; ++j) {
         if (!view.allowed(i, j) || score[static_cast<std::size_t>(j)] == -std::numeric_limits<H>::infinity()) continue;
         weight[static_cast<std::size_t>(j)] = static_cast<double>(std::exp(score[static_cast<std::size_t>(j)] - top) / z);
-        shift += weight[static_cast<std::size_t>(j)] * score_err[static_cast<std::size_t>(j)];
+        shift_sum += weight[static_cast<std::size_t>(j)] * std::exp(score_err[static_cast<std::size_t>(j)]);
       }
+      const double shift = shift_sum > 0.0 ? std::log(shift_sum) : 0.0;
       const SoftmaxErrorModel model = softmax_error_model(
           [&](std::int64_t j) { return static_cast<double>(score[static_cast<std::size_t>(j)]); },
           [&](std::int64_t j) { return weight[static_cast<std::size_t>(j)]; }, dims.m, static_cast<double>(top), u);
       std::fill(tol.begin(), tol.end(), 0.0);
+      std::fill(v_max.begin(), v_max.end(), 0.0);
+      for (std::int64_t j = 0; j < dims.m; ++j) {
+        if (!view.allowed(i, j)) continue;
+        const T* vj = vb + j * dims.dv;
+        for (std::int64_t c = 0; c < dims.dv; ++c) {
+          v_max[static_cast<std::size_t>(c)] = std::fmax(v_max[static_cast<std::size_t>(c)], std::fabs(static_cast<double>(vj[c])));
+        }
+      }
       for (std::int64_t j = 0; j < dims.m; ++j) {
         const double w = weight[static_cast<std::size_t>(j)];
         if (w == 0.0) continue;
@@ -238,7 +258,11 @@ RuntimeResult<CheckVerdict> recompute_typed(const CheckCall& call) {
           worst.observe(same ? 0.0 : inf, 0.0, row + c, kNonFinite);
           continue;
         }
-        const double bound = tol[static_cast<std::size_t>(c)] * (1.0 + high) + 2.0 * static_cast<double>(dims.m) * min_normal;
+        // A weight the provider flushes to (or rounds within) the subnormal range is off by up to
+        // min_normal absolute, which the relative model above misses: 2·m·min_normal, times the
+        // largest |v| it multiplies (at least 1, for the sum's own underflow).
+        const double underflow = 2.0 * static_cast<double>(dims.m) * min_normal * std::fmax(1.0, v_max[static_cast<std::size_t>(c)]);
+        const double bound = tol[static_cast<std::size_t>(c)] * (1.0 + high) + underflow;
         worst.observe(static_cast<double>(std::fabs(static_cast<H>(y) - reference)), bound, row + c, kRecompute);
       }
     }

@@ -12,6 +12,11 @@ RuntimeStatus expect_operands(const CheckCall& call, std::size_t min_inputs, std
                          str(op, " check: ", call.inputs.size(), " inputs; expected ", min_inputs,
                              min_inputs == max_inputs ? std::string() : str(" to ", max_inputs)));
   }
+  // The public entry points (check_product, check_product_vjp, check_conv) can be called without
+  // run_checker's checks, so every check verifies the pointers it dereferences here.
+  if (call.output == nullptr || call.attrs == nullptr) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(op, " check: no output or no attributes"));
+  }
   const Tensor& out = *call.output;
   if (!out.defined()) return runtime_error(RuntimeCode::InvalidArgument, str(op, " check: the output is undefined"));
   for (std::size_t i = 0; i < call.inputs.size(); ++i) {

@@ -15,7 +15,8 @@
 namespace capsule::checkers {
 
 /// The call has between `min_inputs` and `max_inputs` inputs (the first `min_inputs` defined), and
-/// every defined input and the output are CPU tensors of one dtype, float32 or float64.
+/// every defined input and the output are CPU tensors of one dtype, float32 or float64; the output
+/// and attribute pointers are non-null.
 RuntimeStatus expect_operands(const CheckCall& call, std::size_t min_inputs, std::size_t max_inputs);
 
 /// A failing verdict when the output's shape is not `want` (a wrong result, not a malformed call).
@@ -32,7 +33,8 @@ auto dispatch_dtype(const Tensor& output, F&& f) {
 /// the max-shifted formula (docs/checkers.md, "Softmax"). y_j = exp(x_j - top)/Σ exp(x_k - top):
 /// the shift rounds (u·|x_j - top| relative in the exponential), exp is within kLibmUlps ulps, the
 /// sum of `count` positive terms adds γ_{count-1}, the division u; a provider that instead
-/// computes exp(x_j - top - log Σ) adds at most u·log(count) for the log term.
+/// computes exp(x_j - top - log Σ) adds at most u·log(count) for the log term, and one that computes
+/// x_j - (top + log Σ) adds u·(|top| + log count) to every entry of the lane (in sum_rel).
 struct SoftmaxErrorModel {
   double u = 0.0;
   double sum_rel = 0.0;  ///< bound on the relative error of the provider's sum
@@ -56,7 +58,12 @@ SoftmaxErrorModel softmax_error_model(X&& x, W&& weight, std::int64_t count, dou
     const double w = weight(j);
     if (w > 0.0) weighted += w * u * (std::fabs(static_cast<double>(x(j)) - top) + 2.0 * kLibmUlps);
   }
-  model.sum_rel = weighted + gamma(static_cast<double>(count), u);
+  // A provider computing x_j - (top + log Σ) rounds c = top + log Σ by u·(|top| + log Σ), which
+  // shifts every entry of the lane alike (log Σ <= log count): a common relative error of the
+  // normaliser, so it goes into the sum's. Rounding to nearest never lands farther than top
+  // itself (representable), so the shift is also at most log Σ: that caps it for huge |top|.
+  const double normaliser = std::fmin(u * (std::fabs(top) + model.log_count), model.log_count);
+  model.sum_rel = weighted + gamma(static_cast<double>(count), u) + normaliser;
   return model;
 }
 

@@ -41,7 +41,7 @@ RuntimeResult<ConvDims> conv_dims(const CheckCall& call) {
   d.has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
   const std::size_t r = x.rank();
   if ((r != 3 && r != 4) || w.rank() != r || attrs.groups < 1 || x.dim(1) % attrs.groups != 0 ||
-      w.dim(0) % attrs.groups != 0 || w.dim(1) * attrs.groups != x.dim(1) ||
+      w.dim(0) % attrs.groups != 0 || w.dim(1) != x.dim(1) / attrs.groups ||  // no product: groups is hostile
       (d.has_bias && (call.inputs[2].rank() != 1 || call.inputs[2].dim(0) != w.dim(0)))) {
     return runtime_error(RuntimeCode::ShapeMismatch,
                          str("conv check: x ", to_string(x.shape()), ", w ", to_string(w.shape()), ", groups ",
@@ -77,12 +77,19 @@ RuntimeResult<ConvDims> conv_dims(const CheckCall& call) {
     d.h = x.dim(2), d.w = x.dim(3);
     d.kh = w.dim(2), d.kw = w.dim(3);
   }
-  auto out_len = [](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t dl) {
-    const std::int64_t span = in + 2 * p - dl * (k - 1) - 1;
+  // Padding and dilation come from the call's attributes (hostile): checked arithmetic.
+  auto out_len = [](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
+                    std::int64_t dl) -> RuntimeResult<std::int64_t> {
+    CAPSULE_TRY(const std::int64_t pad2, checked_mul("conv check: padding", p, 2));
+    CAPSULE_TRY(const std::int64_t padded, checked_add("conv check: padded input", in, pad2));
+    CAPSULE_TRY(const std::int64_t reach, checked_mul("conv check: dilated kernel", dl, k - 1));
+    // reach >= -dl > INT64_MIN (k may be 0), so -reach is representable.
+    CAPSULE_TRY(const std::int64_t extent, checked_add("conv check: output span", padded, -reach));
+    const std::int64_t span = extent - 1;  // extent >= -INT64_MAX
     return span < 0 ? std::int64_t{0} : span / s + 1;
   };
-  d.oh = out_len(d.h, d.kh, d.stride[0], d.pad[0], d.dil[0]);
-  d.ow = out_len(d.w, d.kw, d.stride[1], d.pad[1], d.dil[1]);
+  CAPSULE_TRY(d.oh, out_len(d.h, d.kh, d.stride[0], d.pad[0], d.dil[0]));
+  CAPSULE_TRY(d.ow, out_len(d.w, d.kw, d.stride[1], d.pad[1], d.dil[1]));
   d.out_shape = {d.n, d.o};
   if (spatial == 2) d.out_shape.push_back(d.oh);
   d.out_shape.push_back(d.ow);

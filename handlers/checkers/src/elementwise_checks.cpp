@@ -51,7 +51,10 @@ RuntimeResult<CheckVerdict> check_elementwise_typed(const CheckCall& call) {
         continue;
       }
       const double residual = std::fabs(std::fma(yv, yv, -xv));
-      worst.observe(residual, (2.0 * u + u * u) * xv * (1.0 + 2.0 * kU64), i, kSqrt);
+      // The fma rounds its result once; for a subnormal float64 x that rounding (up to half the
+      // smallest subnormal, absolute) exceeds the relative term, so it is added.
+      const double fma_floor = std::numeric_limits<double>::denorm_min() / 2.0;
+      worst.observe(residual, (2.0 * u + u * u) * xv * (1.0 + 2.0 * kU64) + fma_floor, i, kSqrt);
     } else {
       // inv: NaN → NaN, ±0 → ±inf, ±inf → ±0; exact.
       if (std::isnan(xv) || xv == 0.0 || std::isinf(xv)) {

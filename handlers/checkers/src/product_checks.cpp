@@ -5,7 +5,10 @@
 // product's O(mkn). Each row's tolerance is the worst-case rounding of any summation order,
 // γ_K·α·(|A|·(|B|·1) + Σ|b|), bounded with two more matrix-vector products, plus the check's own
 // float64 rounding: a correctly rounded product is never rejected.
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "capsule/checkers/standard.hpp"
@@ -79,10 +82,17 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // The check's own float64 rounding: B·r and |B|·1 take n terms, A·s and |A|·(|B|·1) k more,
   // then the bias, α and the subtraction; C·r and |C|·1 take n.
   const double check_mag = gamma(static_cast<double>(n + k + 3), kU64);
-  const double check_c = gamma(static_cast<double>(n + 1), kU64);
   // Gradual underflow adds at most half the smallest subnormal per rounding, absolute.
-  const double underflow = (p.terms + static_cast<double>(n + k + 2)) * static_cast<double>(n) *
-                           static_cast<double>(std::numeric_limits<T>::denorm_min());
+  double underflow = (p.terms + static_cast<double>(n + k + 2)) * static_cast<double>(n) *
+                     static_cast<double>(std::numeric_limits<T>::denorm_min());
+  if (p.a_rel != nullptr) {
+    // softmax_matmul: a weight the provider computes in the subnormal range (or flushes to 0) is
+    // off by up to 2·min_normal absolute, which its relative error bound misses; each such
+    // weight multiplies a row of B, and |B|·1 sums them all (as ratio.softmax's 2·min_normal).
+    double b_total = 0.0;
+    for (std::int64_t q = 0; q < k; ++q) b_total += b_abs[ix(q)];
+    underflow += 2.0 * static_cast<double>(std::numeric_limits<T>::min()) * b_total * (1.0 + check_mag);
+  }
   for (std::int64_t i = 0; i < m; ++i) {
     const TA* arow = p.a + i * k;
     const T* crow = p.c + i * n;
@@ -100,8 +110,9 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
     double c_abs = 0.0;
     multi_dot(crow, n, r.data(), n, R, nullptr, c_dots.data(), &c_abs);
     const double mag = abs_alpha * (t + bias_abs);
-    const double bound = (provider * mag + (1.0 + provider) * abs_alpha * t_rel) * (1.0 + check_mag) +
-                         check_mag * (mag + abs_alpha * t_rel) + check_c * c_abs + underflow;
+    // softmax_matmul's A error (t_rel) passes through the provider's and the check's rounding too.
+    const double a_error = abs_alpha * t_rel * ((1.0 + provider) * (1.0 + check_mag) + check_mag);
+    const double bound = freivalds_row_tolerance(u_in, p.terms, k, n, mag, c_abs) + a_error + underflow;
     for (std::int64_t rho = 0; rho < R; ++rho) {
       const double residual = std::fabs(c_dots[ix(rho)] - p.alpha * (a_dots[ix(rho)] + bias_r[ix(rho)]));
       worst.observe(residual, bound, p.out_offset + i * n, p.what != nullptr ? p.what : kRowResidual);
@@ -273,25 +284,47 @@ template <class T>
 RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
   const std::string_view op = to_string(call.op);
   const Tensor& g = *call.output_gradient;
-  if (!(g.shape() == call.output->shape()) || g.dtype() != call.output->dtype()) {
+  if (!(g.shape() == call.output->shape()) || g.dtype() != call.output->dtype() || g.device() != Device::Cpu) {
     return runtime_error(RuntimeCode::ShapeMismatch, str(op, " VJP check: output gradient ", to_string(g.dtype()), " ",
                                                          to_string(g.shape()), " for an output ",
                                                          to_string(call.output->dtype()), " ",
                                                          to_string(call.output->shape())));
   }
   for (std::size_t i = 0; i < call.inputs.size(); ++i) {
-    if (has_gradient(call, i)) CAPSULE_CHECK(expect_gradient_like(call, i));
+    if (!has_gradient(call, i)) continue;
+    if (!call.inputs[i].defined()) {  // an absent bias has no gradient to check against a shape
+      return runtime_error(RuntimeCode::InvalidArgument,
+                           str(op, " VJP check: a gradient for input ", i, ", which is undefined"));
+    }
+    CAPSULE_CHECK(expect_gradient_like(call, i));
   }
+  // The checks below read G (and the output) with the dimensions the inputs give, so a G of
+  // another shape is a malformed call, refused before any read.
+  auto wrong_gradient_shape = [&](const std::vector<std::int64_t>& want) -> std::optional<std::string> {
+    const auto have = g.shape().dims();
+    if (std::equal(have.begin(), have.end(), want.begin(), want.end())) return std::nullopt;
+    auto shown = Shape::make(want);
+    return str(op, " VJP check: output gradient ", to_string(g.shape()), "; the inputs give ",
+               shown ? to_string(shown.value()) : std::string("an invalid shape"));
+  };
   WorstResidual worst;
   if (call.op == Op::Linear) {
     const Tensor& x = call.inputs[0];
     const Tensor& w = call.inputs[1];
-    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
-      return runtime_error(RuntimeCode::ShapeMismatch, str("linear VJP check: x ", to_string(x.shape()), ", w ",
-                                                           to_string(w.shape()), "; expected x [.., in], w [out, in]"));
+    const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
+    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1) ||
+        (has_bias && (call.inputs[2].rank() != 1 || call.inputs[2].dim(0) != w.dim(0)))) {
+      return runtime_error(RuntimeCode::ShapeMismatch,
+                           str("linear VJP check: x ", to_string(x.shape()), ", w ", to_string(w.shape()),
+                               has_bias ? str(", b ", to_string(call.inputs[2].shape())) : std::string(),
+                               "; expected x [.., in], w [out, in], b [out]"));
     }
+    std::vector<std::int64_t> want = x.shape().to_vector();
+    want.back() = w.dim(0);
+    if (auto bad = wrong_gradient_shape(want)) return runtime_error(RuntimeCode::ShapeMismatch, *bad);
     const std::int64_t in = w.dim(1), out = w.dim(0);
-    const std::int64_t rows = out == 0 ? 0 : g.numel() / out;
+    std::int64_t rows = 1;  // X's rows: every dim but the last (G has the same, checked above)
+    for (std::size_t i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
     if (has_gradient(call, 0) && rows > 0 && in > 0) {  // dX [rows, in] = G [rows, out]·W [out, in]
       Product<T, T> p;
       p.a = g.data<T>(), p.b = w.data<T>(), p.c = call.input_gradients[0].data<T>();
@@ -323,6 +356,9 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
   const Tensor& a = call.inputs[0];
   const Tensor& b = call.inputs[1];
   CAPSULE_TRY(const BatchedDims d, product_dims(op, a, b));
+  std::vector<std::int64_t> want = a.shape().to_vector();
+  want.back() = d.n;
+  if (auto bad = wrong_gradient_shape(want)) return runtime_error(RuntimeCode::ShapeMismatch, *bad);
   const bool scaled = call.op == Op::ScaledMatmul;
   const double alpha = scaled ? call.attrs->alpha : 1.0;
   for (std::int64_t batch = 0; batch < d.batch; ++batch) {
@@ -358,6 +394,15 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
 }  // namespace capsule::checkers
 
 namespace capsule {
+
+double freivalds_row_tolerance(double u, double terms, std::int64_t k, std::int64_t n, double magnitude, double c_abs) {
+  using checkers::gamma;
+  using checkers::kU64;
+  const double provider = gamma(terms, u);
+  const double check_mag = gamma(static_cast<double>(n + k + 3), kU64);
+  const double check_c = gamma(static_cast<double>(n + 1), kU64);
+  return provider * magnitude * (1.0 + check_mag) + check_mag * magnitude + check_c * c_abs;
+}
 
 RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds) {
   using namespace checkers;

@@ -87,8 +87,10 @@ void check_lane(const Lane<T>& lane, bool log_form, WorstResidual& worst) {
     if (!lane.allowed(j)) continue;
     const double xj = x(j);
     const double yj = y(j);
-    if (xj == -inf) {
-      // exp(-inf) is exactly 0 in every libm, so the entry is exactly 0 (log_softmax: -inf).
+    if (xj == -inf || xj - top == -inf) {
+      // exp(-inf) is exactly 0 in every libm, so the entry is exactly 0 (log_softmax: -inf). A
+      // float64 lane whose spread overflows (x_j - top = -inf for finite x_j) is the same case: the
+      // true value lies below every subnormal, and any provider's x_j - top is -inf too.
       const bool exact = log_form ? yj == -inf : yj == 0.0;
       worst.observe(exact ? 0.0 : inf, 0.0, at(j), kNegInf);
       continue;
@@ -145,6 +147,9 @@ RuntimeResult<CheckVerdict> check_softmax_typed(const CheckCall& call) {
   }
   if (auto bad = wrong_output_shape(op, out, x.shape().dims())) return *bad;
   WorstResidual worst;
+  // No entry, no lane to check; a shape like [2^31, 0, 2^31] would otherwise walk outer·inner
+  // empty lanes.
+  if (x.numel() == 0) return worst.verdict();
   // A rank-0 tensor is one lane of one entry (docs/special-values.md).
   std::int64_t outer = 1, len = 1, inner = 1;
   if (x.rank() > 0) {

@@ -30,6 +30,13 @@ RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng
 /// dW = Gᵀ·X, db = Σ rows of G), `rounds` rounds per gradient.
 RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds);
 
+/// Freivalds' row tolerance τ_i (docs/checkers.md, "Products") for a provider computing in unit
+/// roundoff `u` with `terms` roundings per output element, a product of inner dimension k and n
+/// columns: γ_terms·M·(1 + γ_{n+k+3}) + γ_{n+k+3}·M + γ_{n+1}·c_abs, where M = |α|·((|A|·|B|·1)_i
+/// + Σ|b|) is `magnitude` and c_abs = Σ_j |C_ij| (the last two terms are the check's own float64
+/// rounding). The one statement of the formula: the checker, its tests and the power bench use it.
+double freivalds_row_tolerance(double u, double terms, std::int64_t k, std::int64_t n, double magnitude, double c_abs);
+
 /// The conv checksums with `rounds` rounds.
 RuntimeResult<CheckVerdict> check_conv(const CheckCall& call, CheckerRng& rng, int rounds);
 
