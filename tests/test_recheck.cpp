@@ -346,3 +346,12 @@ TEST_SUITE("recheck") {
     CHECK(has(no_registry.error().message, "the session was opened without a checker registry"));
   }
 }
+
+TEST_SUITE("recheck") {
+  TEST_CASE("capsule run refuses a --repro-dir that is not an existing directory") {
+    const testing::CliRun run = testing::run_shipped_cli(
+        {"run", "mlp_regression", "--profile", "checked_cpu", "--repro-dir", "/nonexistent/capsule-repro"});
+    CHECK(run.status == 2);
+    CHECK(has(run.err, "--repro-dir: `/nonexistent/capsule-repro` is not an existing directory"));
+  }
+}
