@@ -87,6 +87,11 @@ RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, b
   options.show_backend = run.options.show_backend;
   options.log = &run.log;
   options.preselect = std::move(preselect);
+  options.repro_dir = run.options.repro_dir;
+  options.fingerprint = &run.options.environment;
+  if (run.options.checkers != nullptr) {
+    return Session::open(run.workspace, run.handlers, *run.options.checkers, std::move(options));
+  }
   return Session::open(run.workspace, run.handlers, std::move(options));
 }
 

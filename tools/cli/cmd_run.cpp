@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "capsule/checkers/standard.hpp"
 #include "capsule/examples.hpp"
 #include "linked_handlers.hpp"
 
@@ -41,11 +42,13 @@ void refuse_to_overwrite_inputs(const fs::path& target, const Workspace& workspa
 
 int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
-      "capsule run EXAMPLE --profile NAME|FILE [--dump-graph FILE] [--show-backend] [--format text|json]");
+      "capsule run EXAMPLE --profile NAME|FILE [--dump-graph FILE] [--repro-dir DIR] [--show-backend] [--format text|json]");
   options.add(data_options());
   options.add_options()("example", po::value<std::string>(), "the example to run (see below)")
       ("profile", po::value<std::string>(), "profile name, or a profile file path")
       ("dump-graph", po::value<std::string>(), "write the model's lowered IR graph (*.graph.toml) to FILE")
+      ("repro-dir", po::value<std::string>(),
+       "where a failed recheck writes its reproduction bundle (default: the system temp directory)")
       ("show-backend", po::bool_switch(), "print the capsule bound to each op as the session selects it")
       ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
   po::positional_options_description positional;
@@ -95,6 +98,13 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     }
     run_options.dump_graph = dump_graph;
   }
+  if (vm.count("repro-dir")) {
+    run_options.repro_dir = fs::path(vm["repro-dir"].as<std::string>());
+    std::error_code error;
+    if (!fs::is_directory(run_options.repro_dir, error)) {
+      throw UsageError{str("--repro-dir: `", run_options.repro_dir.string(), "` is not an existing directory")};
+    }
+  }
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
@@ -106,6 +116,13 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     ctx.err << registered.error() << "\n";
     return kRejected;
   }
+  // Checkers too: a capsule whose evidence is a checker is rechecked under the profile's policy.
+  CheckerRegistry checkers;
+  if (auto registered = register_standard_checkers(checkers); !registered) {
+    ctx.err << registered.error() << "\n";
+    return kRejected;
+  }
+  run_options.checkers = &checkers;
   // JSON keeps stdout to one object, so the session's backend log goes to stderr.
   auto status = examples::run_example(name, *workspace, handlers, run_options, ctx.out,
                                       run_options.json ? ctx.err : ctx.out);

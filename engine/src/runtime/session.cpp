@@ -8,6 +8,7 @@
 
 #include "capsule/assert.hpp"
 #include "capsule/text.hpp"
+#include "recheck.hpp"
 #include "vjp_rules.hpp"
 
 namespace capsule {
@@ -61,6 +62,8 @@ std::uint64_t next_tape_id() {
 struct Session::State {
   const Workspace* workspace = nullptr;
   const HandlerRegistry* handlers = nullptr;
+  const CheckerRegistry* checkers = nullptr;  // null: capsules with checker evidence are rejected
+  RecheckPolicy recheck;
   SessionOptions options;
   std::optional<ResolvedProfile> resolved;
   std::optional<Planner> planner;  // the profile's registry under the effective policy
@@ -68,6 +71,13 @@ struct Session::State {
   std::array<std::unique_ptr<ExecutableKernel>, kOpCount> selected{};
   std::array<std::int32_t, kOpCount> use_slot{};
   std::vector<CapsuleUse> uses;
+  /// Parallel to `uses`: the checker bound to each obligation (null: no checker evidence) and
+  /// its entry in the use's `rechecks`.
+  struct BoundChecks {
+    std::array<const RegisteredChecker*, 2> checker{};
+    std::array<std::size_t, 2> slot{};
+  };
+  std::vector<BoundChecks> bound_checks;
   std::vector<TapeNode> tape;
   std::uint64_t tape_generation = next_tape_id();  // renewed by clear_tape; Vars carry the id they index
   bool in_backward = false;
@@ -82,6 +92,11 @@ struct Session::State {
 
   RuntimeResult<const ExecutableKernel*> select(Op op);
   RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
+  /// Counts one call of `op`'s `obligation` (value or vjp) and, when its capsule has checker
+  /// evidence and the policy selects the call, runs the checker on it. A failed check is a
+  /// check-failed error naming capsule, op, call index and violation, after the reproduction
+  /// bundle was written.
+  RuntimeStatus recheck_call(Op op, Obligation obligation, CheckCall call);
   /// Runs the forward of a call being recorded as `node` (whose inputs are set), keeping the
   /// handler's saved state or opening the external-autograd boundary on the node.
   RuntimeResult<Tensor> record_forward(TapeNode& node, std::span<const Tensor> inputs);
@@ -116,6 +131,16 @@ class SessionVjpDispatch final : public VjpDispatch {
 
 RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRegistry& handlers,
                                      SessionOptions options) {
+  return open_with(workspace, handlers, nullptr, std::move(options));
+}
+
+RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRegistry& handlers,
+                                     const CheckerRegistry& checkers, SessionOptions options) {
+  return open_with(workspace, handlers, &checkers, std::move(options));
+}
+
+RuntimeResult<Session> Session::open_with(const Workspace& workspace, const HandlerRegistry& handlers,
+                                          const CheckerRegistry* checkers, SessionOptions options) {
   ProfilePtr profile = workspace.find_profile(options.profile);
   if (!profile) {
     std::vector<std::string_view> names = workspace.profile_names();
@@ -161,6 +186,8 @@ RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRe
   auto state = std::make_unique<State>();
   state->workspace = &workspace;
   state->handlers = &handlers;
+  state->checkers = checkers;
+  state->recheck = options.recheck.value_or(profile->recheck);
   state->policy = profile->policy;
   // TorchLean's effectiveBackendProfile: inference plans with VJP mode none.
   if (!options.gradients) state->policy.vjp = VjpMode::None;
@@ -233,12 +260,24 @@ RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
                              to_string(op), "` needs the adjoint kernel of handler `", kernel.handler().name,
                              "`, which declares none"));
   }
+  // Checker evidence binds its checker now, before any call of the capsule runs.
+  State::BoundChecks bound;
+  CapsuleUse use{op, std::make_shared<const Capsule>(capsule), kernel.handler().name, 0, 0, 0,
+                 kernel.handler().autograd_runtime, 0, 0, {}};
+  for (Obligation obligation : {Obligation::Value, Obligation::Vjp}) {
+    CAPSULE_TRY(const RegisteredChecker* checker, bind_checker(capsule, obligation, s.checkers));
+    if (checker == nullptr) continue;
+    const std::size_t k = obligation == Obligation::Value ? 0 : 1;
+    bound.checker[k] = checker;
+    bound.slot[k] = use.rechecks.size();
+    use.rechecks.push_back(RecheckUse{obligation, checker->spec.name, checker->spec.coverage, s.recheck, 0, 0, 0});
+  }
   if (s.options.show_backend && s.options.log != nullptr) {
     for (const std::string& line : detailed_lines(PlannedKernel{op, &capsule})) *s.options.log << line << '\n';
   }
   s.use_slot[index] = static_cast<std::int32_t>(s.uses.size());
-  s.uses.push_back(CapsuleUse{op, std::make_shared<const Capsule>(capsule), kernel.handler().name, 0, 0, 0,
-                              kernel.handler().autograd_runtime, 0, 0});
+  s.uses.push_back(std::move(use));
+  s.bound_checks.push_back(bound);
   s.selected[index] = std::make_unique<ExecutableKernel>(std::move(kernel));
   return s.selected[index].get();
 }
@@ -251,7 +290,49 @@ RuntimeResult<Tensor> Session::State::dispatch(Op op, std::span<const Tensor> in
   }
   CapsuleUse& use = use_of(op);
   ++(in_backward ? use.vjp_calls : use.forward_calls);
-  return kernel->run(inputs, attrs);
+  CAPSULE_TRY(Tensor out, kernel->run(inputs, attrs));
+  CAPSULE_CHECK(recheck_call(op, Obligation::Value, CheckCall{op, inputs, &out, &attrs, nullptr, {}}));
+  return out;
+}
+
+RuntimeStatus Session::State::recheck_call(Op op, Obligation obligation, CheckCall call) {
+  const auto slot = static_cast<std::size_t>(use_slot[static_cast<std::size_t>(op)]);
+  const std::size_t k = obligation == Obligation::Value ? 0 : 1;
+  const RegisteredChecker* checker = bound_checks[slot].checker[k];
+  if (checker == nullptr) return std::monostate{};
+  const Capsule& capsule = *uses[slot].capsule;
+  RecheckUse& record = uses[slot].rechecks[bound_checks[slot].slot[k]];
+  const std::uint64_t call_index = record.calls++;
+  if (!recheck_selects(record.policy, capsule.name, call_index)) return std::monostate{};
+  // The checker's own stream: (policy seed, capsule, call index) only, the VJP's apart from the
+  // value's, so checks never draw from (or perturb) any stream of the run being checked.
+  const std::string stream_name = obligation == Obligation::Value ? capsule.name : str(capsule.name, "#vjp");
+  CheckerRng rng(checker_stream_seed(record.policy.seed, stream_name, call_index));
+  ++record.run;
+  auto verdict = run_checker(*checker, call, rng);
+  const std::string subject = str("recheck failed: capsule `", capsule.name, "` (op `", to_string(op), "`, device `",
+                                  to_string(capsule.device), "`), ", to_string(obligation), " call ", call_index,
+                                  ", checker `", checker->spec.name, "`: ");
+  if (!verdict) {
+    return runtime_error(RuntimeCode::CheckFailed,
+                         str(subject, "the checker could not check the call: ", verdict.error().message));
+  }
+  if (verdict->passed) {
+    ++record.passed;
+    return std::monostate{};
+  }
+  const std::filesystem::path parent = options.repro_dir.empty() ? std::filesystem::temp_directory_path()
+                                                                 : options.repro_dir;
+  auto bundle = write_repro_bundle(parent, ReproBundle{&capsule, obligation, call_index, checker, &call,
+                                                       &*verdict, &record.policy, options.fingerprint});
+  const CheckViolation& worst = verdict->worst;
+  return runtime_error(RuntimeCode::CheckFailed,
+                       str(subject, worst.what.empty() ? std::string("residual") : worst.what, " ",
+                           recheck_number(worst.residual), " exceeds its bound ", recheck_number(worst.bound),
+                           worst.index >= 0 ? str(" at index ", worst.index) : std::string(),
+                           "; the run stops (nothing is recomputed with another provider); ",
+                           bundle ? str("reproduction bundle: ", bundle->string())
+                                  : str("no reproduction bundle: ", bundle.error())));
 }
 
 RuntimeResult<Tensor> Session::State::record_forward(TapeNode& node, std::span<const Tensor> inputs) {
@@ -391,6 +472,7 @@ RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAtt
     node.inputs.push_back(Var(input.value_, s.node_of(input.node_, input.tape_), s.tape_generation));
   }
   CAPSULE_TRY(Tensor out, s.record_forward(node, tensors));
+  CAPSULE_CHECK(s.recheck_call(op, Obligation::Value, CheckCall{op, tensors, &out, &attrs, nullptr, {}}));
   node.output = out;
   s.tape.push_back(std::move(node));
   return Var(std::move(out), static_cast<std::int32_t>(s.tape.size() - 1), s.tape_generation);
@@ -453,6 +535,8 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
     node.saved.reset();
     node.released = true;
     if (!local) return fail(std::move(local).error());
+    CAPSULE_CHECK(s.recheck_call(node.op, Obligation::Vjp,
+                                 CheckCall{node.op, inputs, &node.output, &node.attrs, &grad, *local}));
     for (std::size_t j = 0; j < node.inputs.size() && j < local->size(); ++j) {
       const Var& input = node.inputs[j];
       Tensor& g = (*local)[j];
@@ -506,6 +590,11 @@ std::string capsules_used_text(std::span<const CapsuleUse> uses) {
       out += str("    external-autograd boundary: ", use.autograd_runtime, ", one region per call: ",
                  use.boundary_regions, " recorded, ", use.boundary_vjps, " backward\n");
     }
+    for (const RecheckUse& r : use.rechecks) {
+      out += str("    recheck ", to_string(r.obligation), " by ", r.checker, " (", to_string(r.coverage), ", ",
+                 recheck_policy_text(r.policy), "): ", r.run, " of ", r.calls, " calls checked, ", r.passed,
+                 " passed\n");
+    }
   }
   return out;
 }
@@ -533,6 +622,28 @@ void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses
           .field("regions_recorded", static_cast<std::int64_t>(use.boundary_regions))
           .field("region_vjps", static_cast<std::int64_t>(use.boundary_vjps))
           .end_object();
+    }
+    if (!use.rechecks.empty()) {
+      json.key("rechecks").begin_array();
+      for (const RecheckUse& r : use.rechecks) {
+        json.begin_object()
+            .field("obligation", to_string(r.obligation))
+            .field("checker", std::string_view(r.checker))
+            .field("coverage", to_string(r.coverage))
+            .key("policy")
+            .begin_object();
+        if (r.policy.kind == RecheckPolicy::Kind::Every) {
+          json.field("every", static_cast<std::int64_t>(r.policy.every));
+        } else {
+          json.field("sample", r.policy.sample).field("seed", std::string_view(str(r.policy.seed)));
+        }
+        json.end_object()
+            .field("calls", static_cast<std::int64_t>(r.calls))
+            .field("checks_run", static_cast<std::int64_t>(r.run))
+            .field("checks_passed", static_cast<std::int64_t>(r.passed))
+            .end_object();
+      }
+      json.end_array();
     }
     json.end_object();
   }

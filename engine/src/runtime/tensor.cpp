@@ -27,6 +27,7 @@ std::string_view to_string(RuntimeCode code) {
     case RuntimeCode::DuplicateHandler: return "duplicate-handler";
     case RuntimeCode::GradientUnavailable: return "gradient-unavailable";
     case RuntimeCode::UnknownExample: return "unknown-example";
+    case RuntimeCode::CheckFailed: return "check-failed";
   }
   return "unknown";
 }

@@ -17,6 +17,7 @@
 
 #include "capsule/fingerprint.hpp"
 #include "capsule/load.hpp"
+#include "capsule/runtime/checker.hpp"
 #include "capsule/runtime/handler.hpp"
 
 namespace capsule::examples {
@@ -52,6 +53,12 @@ struct ExampleOptions {
   /// The report prints, for each provider whose capsules the run used, what the run added: by op,
   /// or "none". Unset: no provider counts copies, and the report has no such line.
   std::function<std::vector<ProviderBoundaryCopies>()> boundary_copies;
+  /// The checkers that recheck capsules with checker evidence (docs/checkers.md, "Recheck at run
+  /// time"), under the profile's recheck policy. Null: such a capsule is refused at selection.
+  /// Must outlive the run.
+  const CheckerRegistry* checkers = nullptr;
+  /// Where a failed recheck writes its reproduction bundle; empty: the system temp directory.
+  std::filesystem::path repro_dir;
 };
 
 /// Runs example `name` under `options.profile`, writing its report to `out` and the session's

@@ -29,6 +29,7 @@ enum class RuntimeCode : std::uint8_t {
   DuplicateHandler,    ///< two registrations of one (op, provider, device)
   GradientUnavailable, ///< backward through an op whose capsule has VJP mode none, or gradients off
   UnknownExample,      ///< `capsule run` was given an example that does not exist
+  CheckFailed,         ///< a run-time recheck (docs/checkers.md) found a result outside its bound
 };
 
 std::string_view to_string(RuntimeCode code);

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -20,7 +21,9 @@
 
 #include "capsule/json.hpp"
 #include "capsule/report.hpp"
+#include "capsule/fingerprint.hpp"
 #include "capsule/resolve.hpp"
+#include "capsule/runtime/checker.hpp"
 #include "capsule/runtime/handler.hpp"
 
 namespace capsule {
@@ -36,6 +39,15 @@ struct SessionOptions {
   /// Ops to plan, gate and bind at open, so a rejected capsule stops the session before anything
   /// runs. Other ops are selected on first use (and then cached).
   std::vector<Op> preselect;
+  /// How often checker evidence is rechecked (docs/checkers.md, "Recheck at run time"). Unset:
+  /// the profile's `recheck` policy. Set only to override it (tests).
+  std::optional<RecheckPolicy> recheck;
+  /// Where a failed recheck writes its reproduction bundle (a new directory inside this one).
+  /// Empty: the system's temporary directory.
+  std::filesystem::path repro_dir;
+  /// The build fingerprint a reproduction bundle records (null: recorded as absent). Must outlive
+  /// the session.
+  const EnvironmentFingerprint* fingerprint = nullptr;
 };
 
 /// A tensor in a session. A Var that requires a gradient refers to its node on the tape.
@@ -70,6 +82,18 @@ class Gradients {
   std::uint64_t tape_ = 0;
 };
 
+/// The rechecks of one obligation of one capsule: which checker, under which policy, how many of
+/// the obligation's calls were seen, checked and passed.
+struct RecheckUse {
+  Obligation obligation = Obligation::Value;
+  std::string checker;
+  CheckerCoverage coverage = CheckerCoverage::Full;
+  RecheckPolicy policy;
+  std::uint64_t calls = 0;   ///< calls of the obligation (forward values, or backward VJPs)
+  std::uint64_t run = 0;     ///< checks run
+  std::uint64_t passed = 0;  ///< checks passed (a failed check stops the run)
+};
+
 /// One capsule the session ran, with how often.
 struct CapsuleUse {
   Op op = Op::Custom;
@@ -83,6 +107,8 @@ struct CapsuleUse {
   std::string autograd_runtime;
   std::uint64_t boundary_regions = 0;
   std::uint64_t boundary_vjps = 0;
+  /// One entry per obligation whose evidence is a checker (value first, then vjp).
+  std::vector<RecheckUse> rechecks;
 };
 
 class Session {
@@ -92,6 +118,13 @@ class Session {
   /// session. Errors are prefixed `torch eager session: `.
   static RuntimeResult<Session> open(const Workspace& workspace, const HandlerRegistry& handlers,
                                      SessionOptions options);
+  /// As above, with the registry whose checkers run the rechecks of every capsule with checker
+  /// evidence (bound when the capsule is selected; a name not registered for the capsule's op and
+  /// device, or a coverage or obligation other than the catalog's, is a binding-rejected error).
+  /// Without a registry such a capsule is rejected the same way: a check is never skipped.
+  /// `checkers` must outlive the session.
+  static RuntimeResult<Session> open(const Workspace& workspace, const HandlerRegistry& handlers,
+                                     const CheckerRegistry& checkers, SessionOptions options);
 
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
@@ -144,17 +177,22 @@ class Session {
 
  private:
   explicit Session(std::unique_ptr<State> state);
+  static RuntimeResult<Session> open_with(const Workspace& workspace, const HandlerRegistry& handlers,
+                                          const CheckerRegistry* checkers, SessionOptions options);
   std::unique_ptr<State> state_;
 };
 
 /// `capsules used (N):` then one line per capsule:
 /// `  {op} -> {capsule} ({provider}/{device}, {trust}, vjp={mode}): {n} forward, {m} in VJPs[, {k} adjoint]`,
 /// and under each `external-autograd` capsule the boundary it hands its regions across:
-/// `    external-autograd boundary: {runtime}, one region per call: {r} recorded, {v} backward`.
+/// `    external-autograd boundary: {runtime}, one region per call: {r} recorded, {v} backward`,
+/// and under each capsule with checker evidence, one line per checked obligation:
+/// `    recheck {obligation} by {checker} ({coverage}, {policy}): {n} of {c} calls checked, {p} passed`.
 std::string capsules_used_text(std::span<const CapsuleUse> uses);
 /// The JSON array of capsules used (objects with op, capsule, provider, device, trust, vjp,
 /// handler, forward_calls, vjp_calls, adjoint_calls; `external-autograd` capsules add
-/// `boundary`: {runtime, region, regions_recorded, region_vjps}).
+/// `boundary`: {runtime, region, regions_recorded, region_vjps}; capsules with checker evidence
+/// add `rechecks`: [{obligation, checker, coverage, policy, calls, checks_run, checks_passed}]).
 void write_capsules_used_json(JsonWriter& json, std::span<const CapsuleUse> uses);
 
 /// Ops whose torchlean-tape VJP rule calls the handler's adjoint kernel (the others compose their
