@@ -38,10 +38,12 @@ TEST_SUITE("catalog") {
     CHECK(module_named("libtorch").capsules.size() == 2);
     CHECK(module_named("libtorch-cpu").capsules.size() == 50);
     CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 35);
-    CHECK(shipped().profiles.size() == 17);
+    CHECK(module_named("libtorch-checked-cpu").capsules.size() == 10);
+    CHECK(shipped().profiles.size() == 18);
     for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
                              "libtorch_autograd_cuda", "macos_cpu", "windows_cpu", "future_metal", "future_rocm",
-                             "future_wasm", "future_tpu", "future_trainium", "future_custom_chip", "future_external", "strict"}) {
+                             "future_wasm", "future_tpu", "future_trainium", "future_custom_chip", "future_external", "strict",
+                             "libtorch_checked_cpu"}) {
       CHECK_MESSAGE(shipped().find_profile(name) != nullptr, name);
     }
   }
@@ -51,7 +53,8 @@ TEST_SUITE("catalog") {
       for (const Capsule& c : module->capsules) {
         CHECK_MESSAGE(contracts_aligned(c), c.name);
         // CPU capsules are the reference's, except the LibTorch CPU modules' own.
-        const bool libtorch = module->name == "libtorch-cpu" || module->name == "libtorch-autograd-cpu";
+        const bool libtorch = module->name == "libtorch-cpu" || module->name == "libtorch-autograd-cpu" ||
+                              module->name == "libtorch-checked-cpu";
         const Provider expected = libtorch ? Provider::Libtorch : Provider::Reference;
         if (c.device == Device::Cpu) CHECK_MESSAGE(c.provider == expected, c.name);
       }

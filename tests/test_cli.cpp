@@ -10,6 +10,7 @@
 using capsule::testing::CliRun;
 using capsule::testing::read_text;
 using capsule::testing::source_dir;
+using capsule::testing::has;
 using capsule::testing::test_data;
 
 namespace {
@@ -59,7 +60,7 @@ TEST_SUITE("cli") {
     // build (tests/test_lint.cpp checks them).
     // This binary's CLI links the reference handlers only (tests/CMakeLists.txt), so the LibTorch
     // CPU capsules have no handler here in every build.
-    CHECK(run.out.ends_with("lint: 6 modules, 196 capsules, 17 profiles: 0 errors, 5 warnings, 5 notes\n"));
+    CHECK(run.out.ends_with("lint: 7 modules, 206 capsules, 18 profiles: 0 errors, 6 warnings, 16 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -189,6 +190,12 @@ TEST_SUITE("cli") {
     CHECK(profiles.status == 0);
     CHECK(profiles.out.find("{\"name\":\"checked_cpu\",\"device\":\"cpu\",\"provider\":\"auto\",\"assurance\":\"checked\"") !=
           std::string::npos);
+    CHECK(has(profiles.out, "\"name\":\"libtorch_checked_cpu\""));
+    CHECK(has(profiles.out, "\"vjp\":\"torchlean-tape\",\"recheck\":\"every call\""));
+    const CliRun profiles_text = cli({"list", "profiles"});
+    CHECK(profiles_text.status == 0);
+    CHECK(has(profiles_text.out, "libtorch_checked_cpu: device=cpu provider=prefer libtorch assurance=checked-runtime "
+                                 "vjp=torchlean-tape recheck=every call\n"));
     const CliRun ops = cli({"list", "ops"});
     CHECK(ops.status == 0);
     CHECK(ops.out.find("rand_uniform (no vjp required): cpu=1, cuda=1\n") == 0);

@@ -249,6 +249,61 @@ TEST_SUITE("diff class") {
     CHECK(cases > 10);
   }
 
+  TEST_CASE("every recheck of fewer calls fails the diff; more calls or another seed does not") {
+    const Tree& base = shipped();
+    const auto recheck_change = [](const TrustDiff& diff) -> const Change* {
+      for (const Change& change : diff.changes) {
+        if (change.kind == ChangeKind::Recheck) return &change;
+      }
+      return nullptr;
+    };
+    const auto every = [](std::uint64_t n) {
+      RecheckPolicy r;
+      r.every = n;
+      return r;
+    };
+    const auto sample = [](double p, std::uint64_t seed) {
+      RecheckPolicy r;
+      r.kind = RecheckPolicy::Kind::Sample;
+      r.sample = p;
+      r.seed = seed;
+      return r;
+    };
+    struct Case {
+      RecheckPolicy from;
+      RecheckPolicy to;
+      Direction direction;
+    };
+    const std::vector<Case> cases{
+        {every(1), sample(0.01, 7), Direction::Weakened},   {every(1), every(2), Direction::Weakened},
+        {every(2), every(3), Direction::Weakened},          {sample(0.5, 7), sample(0.01, 7), Direction::Weakened},
+        {sample(0.5, 7), every(3), Direction::Weakened},    {sample(0.01, 7), every(1), Direction::Strengthened},
+        {every(4), every(2), Direction::Strengthened},      {sample(0.01, 7), sample(0.5, 7), Direction::Strengthened},
+        {sample(0.01, 7), sample(0.01, 8), Direction::Neutral}, {every(1), sample(1.0, 3), Direction::Neutral},
+    };
+    std::size_t generated = 0;
+    for (std::size_t p = 0; p < base.workspace.profiles.size(); ++p) {
+      CAPTURE(base.workspace.profiles[p]->name);
+      for (const Case& c : cases) {
+        CAPTURE(c.from.label());
+        CAPTURE(c.to.label());
+        Tree from = with_profile(p, [&](Profile& x) { x.recheck = c.from; });
+        from.label = "base";
+        const Tree to = with_profile(p, [&](Profile& x) { x.recheck = c.to; });
+        const TrustDiff diff = diff_trees(from, to, options(false));
+        const Change* change = recheck_change(diff);
+        REQUIRE(change != nullptr);
+        CHECK(change->direction == c.direction);
+        CHECK(change->before == c.from.label());
+        CHECK(change->after == c.to.label());
+        CHECK(has(change->id, ":profile:" + base.workspace.profiles[p]->name + ":recheck"));
+        CHECK(exit_status(diff) == (c.direction == Direction::Weakened ? 1 : 0));
+        ++generated;
+      }
+    }
+    CHECK(generated >= cases.size() * 10);
+  }
+
   TEST_CASE("every module order, capsule order, availability and VJP edit that weakens a plan fails the diff") {
     // These fields carry no direction of their own: whether an edit weakens trust depends on
     // what the planner then selects. The oracle plans both trees; every edit it calls weaker

@@ -343,7 +343,7 @@ TEST_SUITE("evidence ledger") {
       }
     }
     CHECK(errors == 1);
-    CHECK(not_run == 4);  // native-cuda, attention, libtorch-cpu and libtorch-autograd-cpu (no LibTorch handlers here)
+    CHECK(not_run == 5);  // native-cuda, attention and the three LibTorch CPU modules (no LibTorch handlers here)
   }
 
   TEST_CASE("capsule check --ledger: accepted on passing evidence, rejected naming the failing case, output is inert") {

@@ -139,7 +139,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 6 modules, 196 capsules, 17 profiles: 0 errors, 5 warnings, 5 notes\n"));
+    CHECK(has(run.out, "lint: 7 modules, 206 capsules, 18 profiles: 0 errors, 6 warnings, 16 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -251,7 +251,7 @@ covers = []
     // Written once in [defaults], reported once: the other capsules are counted in a note.
     CHECK(count(run.out, "error[unknown-test-suite]") == 1);
     CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
-    CHECK(has(run.out, ": 1 errors, 5 warnings, 5 notes"));
+    CHECK(has(run.out, ": 1 errors, 6 warnings, 16 notes"));
   }
 
   TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
@@ -793,7 +793,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
     CHECK(denied.status == 1);
     CHECK(has(denied.out, "error[no-compiled-handler]"));
-    CHECK(has(denied.out, "5 errors, 0 warnings, 5 notes"));
+    CHECK(has(denied.out, "6 errors, 0 warnings, 16 notes"));
     // Comma lists, and an allowed rule wins over --deny warnings.
     const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
     CHECK(quiet.status == 0);

@@ -54,7 +54,8 @@ ChangeScope scope_of(ChangeKind kind) {
     case K::Modules:
     case K::ModuleOrder:
     case K::Availability:
-    case K::WithCatalogs: return ChangeScope::Profile;
+    case K::WithCatalogs:
+    case K::Recheck: return ChangeScope::Profile;
   }
   return ChangeScope::Capsule;
 }
@@ -99,6 +100,7 @@ std::string change_aspect(const Change& change) {
     case K::ModuleOrder: return "module-order";
     case K::Availability: return "availability";
     case K::WithCatalogs: return "with-catalogs";
+    case K::Recheck: return "recheck";
   }
   return "change";
 }
@@ -785,6 +787,21 @@ void Differ::profile_pair(const Profile& b, const Profile& h) {
     simple(ChangeKind::Assurance, widened ? Direction::Weakened : Direction::Strengthened,
            str("assurance ", widened ? (narrowed ? "changed" : "widened") : "narrowed", ": ", join(parts, "; ")),
            assurance_words(was), assurance_words(now));
+  }
+  if (b.recheck != h.recheck) {
+    // Ranked by the expected share of calls checked (docs/trust-diff.md): fewer checks let more
+    // wrong results through unseen. The same share under another seed or spelling (every = 1 and
+    // sample = 1 both check every call) is neutral: another set of calls is checked, not fewer.
+    const double was_share = b.recheck.checked_fraction();
+    const double now_share = h.recheck.checked_fraction();
+    const Direction direction = now_share < was_share   ? Direction::Weakened
+                                : now_share > was_share ? Direction::Strengthened
+                                                        : Direction::Neutral;
+    const std::string message =
+        direction == Direction::Weakened       ? "recheck weakened: checker evidence is rechecked on fewer calls"
+        : direction == Direction::Strengthened ? "recheck strengthened: checker evidence is rechecked on more calls"
+                                               : "recheck changed: the same share of calls, another set of them";
+    simple(ChangeKind::Recheck, direction, message, b.recheck.label(), h.recheck.label());
   }
   if (b.policy.vjp != h.policy.vjp) {
     simple(ChangeKind::ProfileVjp, Direction::Neutral, "requested VJP mode changed", std::string(to_string(b.policy.vjp)),

@@ -105,6 +105,86 @@ std::optional<AssurancePolicy> parse_assurance(FileContext& context, const toml:
   return AssurancePolicy{*trust, *evidence, *refused};
 }
 
+// `recheck = { every = N }` or `{ sample = p, seed = s }` (docs/acceptance-presets.md). Every malformed
+// form is reported at the offending value; `sample` accepts a float or the integer 1, and
+// rejects nan and the infinities, which TOML spells as floats.
+std::optional<RecheckPolicy> parse_recheck(FileContext& context, const toml::node& node) {
+  constexpr std::string_view kExpected = "expected { every = N } (N >= 1) or { sample = p, seed = s } (0 < p <= 1, s >= 0)";
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    context.error(DiagCode::WrongType, context.at(node),
+                  str("`recheck` must be a table (", kExpected, "), got ", type_name(node), " ",
+                      detail::render_for_message(node)));
+    return std::nullopt;
+  }
+  Fields fields(context, *table, "recheck", {"every", "sample", "seed"});
+  const toml::node* every = fields.node("every");
+  const toml::node* sample = fields.node("sample");
+  const toml::node* seed = fields.node("seed");
+  if ((every != nullptr) == (sample != nullptr)) {
+    context.error(DiagCode::InvalidValue, context.at(node),
+                  every != nullptr ? "`recheck` names both `every` and `sample`; a policy is one or the other"
+                                   : "`recheck` needs `every` or `sample`",
+                  std::string(kExpected));
+    return std::nullopt;
+  }
+  RecheckPolicy policy;
+  if (every != nullptr) {
+    if (seed != nullptr) {
+      context.error(DiagCode::InvalidValue, context.at(*seed), "`recheck.seed` applies only to `sample`",
+                    "remove `seed`, or write { sample = p, seed = s }");
+      return std::nullopt;
+    }
+    const auto period = fields.integer("every");
+    if (!period) return std::nullopt;
+    if (*period < 1) {
+      context.error(DiagCode::InvalidValue, context.at(*every),
+                    str("`recheck.every` must be at least 1, got ", *period), "every = 1 checks every call");
+      return std::nullopt;
+    }
+    policy.kind = RecheckPolicy::Kind::Every;
+    policy.every = static_cast<std::uint64_t>(*period);
+    return policy;
+  }
+  double fraction = 0.0;
+  if (const auto* real = sample->as_floating_point()) {
+    fraction = real->get();
+  } else if (const auto* whole = sample->as_integer()) {
+    fraction = static_cast<double>(whole->get());
+  } else {
+    context.error(DiagCode::WrongType, context.at(*sample),
+                  str("`recheck.sample` must be a number in (0, 1], got ", type_name(*sample), " ",
+                      detail::render_for_message(*sample)));
+    return std::nullopt;
+  }
+  bool ok = true;
+  // Written so that nan fails too: !(0 < p <= 1).
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    context.error(DiagCode::InvalidValue, context.at(*sample),
+                  str("`recheck.sample` must be a fraction in (0, 1], got ", detail::render_for_message(*sample)),
+                  "sample = 0.01 checks about one call in a hundred; { every = 1 } checks them all");
+    ok = false;
+  }
+  if (seed == nullptr) {
+    fields.missing("seed", "the sampling stream's seed, a non-negative integer");
+    ok = false;
+  } else if (const auto value = fields.integer("seed")) {
+    if (*value < 0) {
+      context.error(DiagCode::InvalidValue, context.at(*seed),
+                    str("`recheck.seed` must be a non-negative integer, got ", *value));
+      ok = false;
+    } else {
+      policy.seed = static_cast<std::uint64_t>(*value);
+    }
+  } else {
+    ok = false;
+  }
+  if (!ok) return std::nullopt;
+  policy.kind = RecheckPolicy::Kind::Sample;
+  policy.sample = fraction;
+  return policy;
+}
+
 std::optional<Target> parse_target(FileContext& context, const toml::table& table) {
   Fields fields(context, table, "[target]", {"os", "arch", "accelerator", "features"});
   Target target;
@@ -140,7 +220,7 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   FileContext context(path, out);
   Fields top(context, *root, "profile",
              {"schema", "name", "summary", "device", "provider", "assurance", "vjp", "lowering", "modules",
-              "availability", "target", "with_catalogs", "plans_nothing"});
+              "availability", "target", "with_catalogs", "plans_nothing", "recheck"});
   check_schema(context, top);
 
   Profile profile;
@@ -162,6 +242,20 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
   }
   if (const toml::node* assurance = top.node("assurance")) {
     if (auto policy = parse_assurance(context, *assurance)) profile.policy.assurance = *policy;
+  }
+  if (const toml::node* recheck = top.node("recheck")) {
+    profile.recheck_where = context.at(*recheck);
+    if (auto policy = parse_recheck(context, *recheck)) {
+      profile.recheck = *policy;
+      // TorchLean's strict requires a check on every call (issue 11, item 3): a sampled or
+      // periodic recheck under it is an error here, where the key is, rather than a lint rule.
+      if (profile.policy.assurance == AssurancePolicy::strict() && !policy->checks_every_call()) {
+        context.error(DiagCode::InvalidValue, profile.recheck_where,
+                      str("assurance `strict` requires a check on every call, but `recheck` is ",
+                          policy->label()),
+                      "write recheck = { every = 1 } (the default), or choose `checked-runtime`");
+      }
+    }
   }
   if (auto vjp = top.vocab<VjpMode>("vjp")) profile.policy.vjp = *vjp;
   if (auto lowering = top.vocab<Lowering>("lowering")) profile.lowering = *lowering;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "capsule/policy.hpp"
 
+#include <charconv>
+
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -86,6 +88,14 @@ std::string ProviderPreference::label() const {
     case Kind::Only: return str("only ", to_string(provider));
   }
   return {};
+}
+
+std::string RecheckPolicy::label() const {
+  if (kind == Kind::Every) return every == 1 ? std::string("every call") : str("every ", every, " calls");
+  // Shortest round-trip spelling, so 0.01 prints as written in the profile.
+  char buffer[32];
+  const auto written = std::to_chars(buffer, buffer + sizeof buffer, sample);
+  return str("sample ", std::string_view(buffer, written.ptr), " (seed ", seed, ")");
 }
 
 Availability Target::declared_availability() const {

@@ -59,6 +59,7 @@ void write_profile(JsonWriter& json, const Profile& profile) {
       .field("vjp", to_string(profile.policy.vjp))
       .field("provider", profile.policy.provider.label())
       .field("lowering", to_string(profile.lowering))
+      .field("recheck", profile.recheck.label())
       .field("path", profile.source.path)
       .field("sha256", profile.source.sha256)
       .end_object();

@@ -69,12 +69,13 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
       if (json) {
         out.begin_object().field("name", p->name).field("device", to_string(p->policy.device))
             .field("provider", p->policy.provider.label()).field("assurance", p->policy.assurance.label())
-            .field("vjp", to_string(p->policy.vjp)).field("summary", p->summary).field("path", p->source.path).end_object();
+            .field("vjp", to_string(p->policy.vjp)).field("recheck", p->recheck.label()).field("summary", p->summary)
+            .field("path", p->source.path).end_object();
       } else {
         ctx.out << str(text_escape(p->name), ": device=", to_string(p->policy.device),
                        " provider=", text_escape(p->policy.provider.label()),
                        " assurance=", text_escape(p->policy.assurance.label()), " vjp=", to_string(p->policy.vjp),
-                       "\n    ", text_escape(p->summary), "\n");
+                       " recheck=", p->recheck.label(), "\n    ", text_escape(p->summary), "\n");
       }
     }
     out.end_array();

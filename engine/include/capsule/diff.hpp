@@ -42,7 +42,7 @@ enum class ChangeKind : std::uint8_t {
   Claim, Evidence, EvidenceOwner, EvidenceExpiry, ContractSummary, Provenance,
   // profiles
   ProfileAdded, ProfileRemoved, ProfileSummary, ProfileDevice, ProviderPreference, Assurance, ProfileVjp,
-  Lowering, Modules, ModuleOrder, Availability, WithCatalogs
+  Lowering, Modules, ModuleOrder, Availability, WithCatalogs, Recheck
 };
 
 template <>
@@ -64,7 +64,7 @@ template <>
 struct VocabTable<ChangeKind> {
   using K = ChangeKind;
   static constexpr std::string_view kind = "change kind";
-  static constexpr std::array<std::pair<K, std::string_view>, 35> entries{{
+  static constexpr std::array<std::pair<K, std::string_view>, 36> entries{{
       {K::ModuleAdded, "module-added"}, {K::ModuleRemoved, "module-removed"}, {K::CapsuleOrder, "capsule-order"},
       {K::CapsuleAdded, "capsule-added"}, {K::CapsuleRemoved, "capsule-removed"},
       {K::CapsuleRenamed, "capsule-renamed"}, {K::CapsuleMoved, "capsule-moved"}, {K::CapsuleOp, "capsule-op"},
@@ -77,7 +77,7 @@ struct VocabTable<ChangeKind> {
       {K::ProfileSummary, "profile-summary"}, {K::ProfileDevice, "profile-device"},
       {K::ProviderPreference, "provider-preference"}, {K::Assurance, "assurance"}, {K::ProfileVjp, "profile-vjp"},
       {K::Lowering, "lowering"}, {K::Modules, "modules"}, {K::ModuleOrder, "module-order"},
-      {K::Availability, "availability"}, {K::WithCatalogs, "with-catalogs"}}};
+      {K::Availability, "availability"}, {K::WithCatalogs, "with-catalogs"}, {K::Recheck, "recheck"}}};
 };
 
 static_assert(detail::table_is_dense(VocabTable<Direction>::entries));

@@ -97,8 +97,14 @@ struct RecheckPolicy {
   double sample = 1.0;       ///< Sample: the probability that a call is checked, in (0, 1]
   std::uint64_t seed = 0;    ///< Sample: the sampling stream's seed
 
-  /// True when every call is checked (`every = 1`): what `strict` requires.
-  bool checks_every_call() const { return kind == Kind::Every && every == 1; }
+  /// True when every call is checked: what `strict` requires.
+  /// `sample = 1` checks every call too.
+  bool checks_every_call() const { return kind == Kind::Every ? every == 1 : sample >= 1.0; }
+  /// The expected share of calls checked: 1/every, or the sample fraction.
+  double checked_fraction() const { return kind == Kind::Every ? 1.0 / static_cast<double>(every) : sample; }
+
+  /// `every call`, `every 4 calls`, `sample 0.01 (seed 7)`: as reports, plans and diffs say it.
+  std::string label() const;
 
   friend bool operator==(const RecheckPolicy&, const RecheckPolicy&) = default;
 };
