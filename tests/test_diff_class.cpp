@@ -249,7 +249,7 @@ TEST_SUITE("diff class") {
     CHECK(cases > 10);
   }
 
-  TEST_CASE("every recheck of fewer calls fails the diff; more calls or another seed does not") {
+  TEST_CASE("every recheck of fewer calls fails the diff, more calls or another seed does not") {
     const Tree& base = shipped();
     const auto recheck_change = [](const TrustDiff& diff) -> const Change* {
       for (const Change& change : diff.changes) {

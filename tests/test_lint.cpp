@@ -841,7 +841,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
-    CHECK(has(json.out, R"("errors":1,"warnings":5,"notes":5})"));
+    CHECK(has(json.out, R"("errors":1,"warnings":6,"notes":16})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
@@ -864,7 +864,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
     CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
-    CHECK(count(github.out, "\n") == 11);  // one command per finding
+    CHECK(count(github.out, "\n") == 23);  // one command per finding
   }
 
   TEST_CASE("github annotations escape percent signs and line breaks and property separators") {
