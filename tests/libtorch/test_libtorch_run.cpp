@@ -53,6 +53,21 @@ TEST_SUITE("libtorch.run") {
     CHECK(has(lint.out, "warning[no-compiled-handler]: 54 capsules of module `native-cuda`"));
   }
 
+  TEST_CASE("capsule run mlp_regression --profile libtorch_checked_cpu rechecks every checked call and trains") {
+    capsule::set_libtorch_threads(1);
+    const CliRun run = run_shipped_cli({"run", "mlp_regression", "--profile", "libtorch_checked_cpu"});
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    CHECK(has(run.out, "(falling)"));
+    CHECK(has(run.out, "matmul -> libtorch.checked.matmul (libtorch/cpu, trusted-external, vjp=torchlean-tape): "
+                       "400 forward, 600 in VJPs\n"
+                       "    recheck value by freivalds.matmul (full, every call): 1000 of 1000 calls checked, 1000 "
+                       "passed\n"));
+    CHECK(has(run.out, "recheck value by inverse.sqrt (full, every call): 800 of 800 calls checked, 800 passed"));
+    CHECK(has(run.out, "relu -> libtorch.relu (libtorch/cpu, checked"));
+    CHECK_FALSE(has(run.out, "-> reference."));
+  }
+
   TEST_CASE("capsule run mlp_regression --profile libtorch_cpu trains on LibTorch capsules") {
     capsule::set_libtorch_threads(1);
     const CliRun run = run_shipped_cli({"run", "mlp_regression", "--profile", "libtorch_cpu"});
