@@ -904,7 +904,8 @@ TEST_CASE("checker evidence ranks: trusted-boundary -> checker strengthens, the 
     CHECK(find_change(runtime_diff, "neutral:profile:strict:added") != nullptr);
     // Widening checked-runtime back to external does admit one.
     const Tree external = with_profile(runtime, "strict", [](Profile& p) { p.policy.assurance = AssurancePolicy::external(); });
-    const Change* widened = find_change(diff_trees(runtime, external, diff_options()), "weakened:profile:strict:assurance");
+    const TrustDiff widening = diff_trees(runtime, external, diff_options());  // outlives `widened`
+    const Change* widened = find_change(widening, "weakened:profile:strict:assurance");
     REQUIRE(widened != nullptr);
     CHECK(has(widened->message, "now admits a trusted boundary it did not admit before"));
   }
