@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,25 @@ void softmax_with_error(const T* a, std::int64_t m, std::int64_t k, std::vector<
   }
 }
 
+/// linear's output dims [.., out] from X [.., in], W [out, in] and an optional b [out], shared by
+/// the forward and VJP checks so both refuse the same malformed operands before reading any
+/// buffer; shape-mismatch names `what` (the check) and every operand otherwise.
+RuntimeResult<std::vector<std::int64_t>> linear_output_dims(std::string_view what, std::span<const Tensor> inputs) {
+  const Tensor& x = inputs[0];
+  const Tensor& w = inputs[1];
+  const bool has_bias = inputs.size() > 2 && inputs[2].defined();
+  if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1) ||
+      (has_bias && (inputs[2].rank() != 1 || inputs[2].dim(0) != w.dim(0)))) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(what, ": x ", to_string(x.shape()), ", w ", to_string(w.shape()),
+                             has_bias ? str(", b ", to_string(inputs[2].shape())) : std::string(),
+                             "; expected x [.., in], w [out, in], b [out]"));
+  }
+  std::vector<std::int64_t> dims = x.shape().to_vector();
+  dims.back() = w.dim(0);
+  return dims;
+}
+
 template <class T>
 RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
   const std::string_view op = to_string(call.op);
@@ -184,15 +204,7 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
     const Tensor& x = call.inputs[0];
     const Tensor& w = call.inputs[1];
     const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
-    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1) ||
-        (has_bias && (call.inputs[2].rank() != 1 || call.inputs[2].dim(0) != w.dim(0)))) {
-      return runtime_error(RuntimeCode::ShapeMismatch,
-                           str("linear check: x ", to_string(x.shape()), ", w ", to_string(w.shape()),
-                               has_bias ? str(", b ", to_string(call.inputs[2].shape())) : std::string(),
-                               "; expected x [.., in], w [out, in], b [out]"));
-    }
-    std::vector<std::int64_t> want = x.shape().to_vector();
-    want.back() = w.dim(0);
+    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear check", call.inputs));
     if (auto bad = wrong_output_shape(op, out, want)) return *bad;
     Product<T, T> p;
     p.k = w.dim(1);
@@ -311,16 +323,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
   if (call.op == Op::Linear) {
     const Tensor& x = call.inputs[0];
     const Tensor& w = call.inputs[1];
-    const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
-    if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1) ||
-        (has_bias && (call.inputs[2].rank() != 1 || call.inputs[2].dim(0) != w.dim(0)))) {
-      return runtime_error(RuntimeCode::ShapeMismatch,
-                           str("linear VJP check: x ", to_string(x.shape()), ", w ", to_string(w.shape()),
-                               has_bias ? str(", b ", to_string(call.inputs[2].shape())) : std::string(),
-                               "; expected x [.., in], w [out, in], b [out]"));
-    }
-    std::vector<std::int64_t> want = x.shape().to_vector();
-    want.back() = w.dim(0);
+    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear VJP check", call.inputs));
     if (auto bad = wrong_gradient_shape(want)) return runtime_error(RuntimeCode::ShapeMismatch, *bad);
     const std::int64_t in = w.dim(1), out = w.dim(0);
     std::int64_t rows = 1;  // X's rows: every dim but the last (G has the same, checked above)
