@@ -708,6 +708,63 @@ TEST_SUITE("checkers.review") {
     }
   }
 
+  // The recomputation bounds how far the provider's normaliser may move with the score errors
+  // err_k: log Σ w_k·e^{err_k}, which bounds both directions. Its first form, the weighted mean
+  // Σ w_k·err_k, bounds only the downward one (Jensen), and falls short when one key's score has
+  // a large error: large-magnitude operands whose products cancel. Here q = [B, B] and key 0 is
+  // [1, -1], so every score is exactly 0 but key 0's may be off by err_0 = γ_3·2B ≈ 3 in float32;
+  // a provider whose score for key 0 comes out 0.9·err_0 high is within the model, and its
+  // output must pass. Scores of ±2B on another row, where an unshifted exp overflows, must pass
+  // when right and fail when an entry is corrupted.
+  TEST_CASE("attention: the normaliser's shift bounds a large score error upward, and large scores pass") {
+    const double big = 0x1p23;
+    const double u = 0x1p-24;
+    const double err0 = 3.0 * u / (1.0 - 3.0 * u) * 2.0 * big;  // γ_3 · |scale| · Σ|q||k|
+    constexpr std::int64_t kKeys = 10;
+    std::vector<double> qv{big, big, big, -big};
+    std::vector<double> kv(2 * kKeys, 0.0);
+    kv[0] = 1.0, kv[1] = -1.0;
+    std::vector<double> vv(kKeys, 1.0);
+    vv[0] = 0.0;
+    CheckerRng seeds(75);
+    Tensor q = with_values(random_tensor({2, 2}, DType::F32, seeds), qv);
+    Tensor k = with_values(random_tensor({kKeys, 2}, DType::F32, seeds), kv);
+    Tensor v = with_values(random_tensor({kKeys, 1}, DType::F32, seeds), vv);
+    OpAttrs attrs;
+    attrs.scale = 1.0;
+    // Row 1 (q = [B, -B]) scores key 0 at 2B and every other key at 0: far past exp's range.
+    Tensor right = reference(Op::ScaledDotProductAttention, {q, k, v}, attrs);
+    REQUIRE(right.to_vector()[1] == 0.0);  // all weight on key 0, whose v is 0
+    CheckVerdict exact = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v}, right, attrs);
+    CHECK_MESSAGE(exact.passed, describe(exact));
+
+    // Row 0: a provider's score for key 0 off by 0.9·err_0 upward moves every other weight down
+    // by the factor 1/(1 - w_0 + w_0·e^{0.9·err_0}), far more than e^{Σ w·err} - 1 allows.
+    const double w0 = std::exp(0.9 * err0) / (std::exp(0.9 * err0) + (kKeys - 1));
+    std::vector<double> shifted = right.to_vector();
+    shifted[0] = 1.0 - w0;
+    CHECK(std::fabs(shifted[0] - right.to_vector()[0]) > std::expm1(err0 / kKeys) * right.to_vector()[0]);
+    CheckVerdict within = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v},
+                                with_values(right, shifted), attrs);
+    CHECK_MESSAGE(within.passed, describe(within));
+
+    // Corruptions of the large-score row are caught: the exact 0 moved to 0.5, or to NaN.
+    std::vector<double> corrupt = right.to_vector();
+    corrupt[1] = 0.5;
+    CheckVerdict moved = check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v},
+                               with_values(right, corrupt), attrs);
+    CHECK_FALSE(moved.passed);
+    CHECK(moved.worst.index == 1);
+    corrupt[1] = std::numeric_limits<double>::quiet_NaN();
+    CHECK_FALSE(check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v}, with_values(right, corrupt), attrs)
+                    .passed);
+    // And row 0 beyond what any score error allows (weights can move it, not past 1) fails.
+    std::vector<double> beyond = right.to_vector();
+    beyond[0] = 5.0;
+    CHECK_FALSE(check("recompute.attention", Op::ScaledDotProductAttention, {q, k, v}, with_values(right, beyond), attrs)
+                    .passed);
+  }
+
   TEST_CASE("product VJP: a G whose shape the inputs do not give is refused before any read") {
     CheckerRng seeds(72);
     CheckerRng rng(1);
