@@ -193,6 +193,32 @@ expires = )", expires, "\n"));
     CHECK(has(run.out, "\\!\\[x\\](http://e.example/a.png) &lt;img src=x&gt;"));
   }
 
+  TEST_CASE("cli: a recheck finding points at the profile's `recheck` key, in the head or, once removed, the base") {
+    testing::ScratchTree base("diff-recheck-base");
+    testing::ScratchTree head("diff-recheck-head");
+    const std::filesystem::path profile = std::filesystem::path("profiles") / "libtorch_checked_cpu.toml";
+    // The key moves down two lines in the head, so only the head's position can be right.
+    head.replace(profile, "recheck = { every = 1 }", "\n\nrecheck = { sample = 0.25, seed = 3 }");
+    const testing::CliRun sampled = testing::run_cli({"diff", base.root().string(), head.root().string()});
+    INFO(sampled.out, sampled.err);
+    CHECK(sampled.status == 1);
+    CHECK(has(sampled.out, "recheck weakened"));
+    CHECK(has(sampled.out, "at profiles/libtorch_checked_cpu.toml:17:1 (head)"));
+    CHECK_FALSE(has(sampled.out, "at profiles/libtorch_checked_cpu.toml:10:"));  // not the profile's name
+    const testing::CliRun json =
+        testing::run_cli({"diff", base.root().string(), head.root().string(), "--format", "json"});
+    CHECK(has(json.out, R"("where":{"side":"head","file":"profiles/libtorch_checked_cpu.toml","line":17,"column":1})"));
+
+    // Removing the key goes back to the default (every call): the finding is at the base's key.
+    head.replace(profile, "recheck = { sample = 0.25, seed = 3 }", "");
+    testing::ScratchTree sparse("diff-recheck-sparse");
+    sparse.replace(profile, "recheck = { every = 1 }", "recheck = { every = 4 }");
+    const testing::CliRun removed = testing::run_cli({"diff", sparse.root().string(), head.root().string()});
+    INFO(removed.out, removed.err);
+    CHECK(has(removed.out, "recheck strengthened"));
+    CHECK(has(removed.out, "at profiles/libtorch_checked_cpu.toml:15:1 (base)"));
+  }
+
   TEST_CASE("cli: usage errors exit 2") {
     CHECK(testing::run_cli({"diff"}).status == 2);
     const testing::CliRun not_dir = testing::run_cli({"diff", "/nonexistent/base", "/nonexistent/head"});

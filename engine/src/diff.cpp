@@ -801,7 +801,14 @@ void Differ::profile_pair(const Profile& b, const Profile& h) {
         direction == Direction::Weakened       ? "recheck weakened: checker evidence is rechecked on fewer calls"
         : direction == Direction::Strengthened ? "recheck strengthened: checker evidence is rechecked on more calls"
                                                : "recheck changed: the same share of calls, another set of them";
-    simple(ChangeKind::Recheck, direction, message, b.recheck.label(), h.recheck.label());
+    // At the `recheck` key: the head's, else (the key was removed) the base's, else the profile.
+    const bool head_key = h.recheck_where.line != 0;
+    const bool base_key = !head_key && b.recheck_where.line != 0;
+    Change& change = add(ChangeKind::Recheck, h.name, direction, message,
+                         head_key ? h.recheck_where : base_key ? b.recheck_where : h.where,
+                         base_key ? Side::Base : Side::Head);
+    change.before = b.recheck.label();
+    change.after = h.recheck.label();
   }
   if (b.policy.vjp != h.policy.vjp) {
     simple(ChangeKind::ProfileVjp, Direction::Neutral, "requested VJP mode changed", std::string(to_string(b.policy.vjp)),

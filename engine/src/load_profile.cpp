@@ -244,7 +244,11 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
     if (auto policy = parse_assurance(context, *assurance)) profile.policy.assurance = *policy;
   }
   if (const toml::node* recheck = top.node("recheck")) {
+    // The key itself, where a reader looks for the policy (capsule diff points here too).
     profile.recheck_where = context.at(*recheck);
+    for (auto&& [key, value] : top.table()) {
+      if (key.str() == "recheck") profile.recheck_where = context.at(key.source());
+    }
     if (auto policy = parse_recheck(context, *recheck)) {
       profile.recheck = *policy;
       // TorchLean's strict requires a check on every call (issue 11, item 3): a sampled or
