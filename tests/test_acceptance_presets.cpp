@@ -14,10 +14,12 @@
 #include <unistd.h>
 
 #include "capsule/gate.hpp"
+#include "capsule/known_checker.hpp"
 #include "capsule/lint.hpp"
 #include "capsule/load.hpp"
 #include "capsule/report.hpp"
 #include "capsule/text.hpp"
+#include "linked_checkers.hpp"
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -192,17 +194,37 @@ TEST_SUITE("acceptance presets") {
   }
 
   TEST_CASE("the acceptance gate applies the presets, and a checked trusted-external capsule passes strict") {
-    Capsule foreign = relu_with_value(make_checker(CheckerCoverage::Full));
+    // matmul checked by the registered freivalds checkers, value and VJP.
+    Capsule foreign = shipped_capsule("reference.matmul");
+    foreign.contract(Obligation::Value).evidence = make_checker(CheckerCoverage::Full);
     foreign.trust = Trust::TrustedExternal;
     foreign.trust_record.reason = "foreign kernel";
     foreign.contract(Obligation::Vjp).evidence = make_checker(CheckerCoverage::Full);
+    foreign.contract(Obligation::Vjp).evidence.name = "freivalds.matmul.vjp";
+    const std::vector<KnownChecker> known = cli::linked_known_checkers();
+    bind_known_checkers(foreign, known);
     KernelPolicy policy;
     policy.assurance = AssurancePolicy::strict();
-    CHECK(accept(PlannedKernel{Op::Relu, &foreign}, policy).has_value());
+    CHECK(accept(PlannedKernel{Op::Matmul, &foreign}, policy).has_value());
     policy.assurance = AssurancePolicy::checked();
-    auto refused = accept(PlannedKernel{Op::Relu, &foreign}, policy);
+    auto refused = accept(PlannedKernel{Op::Matmul, &foreign}, policy);
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().front().kind == AcceptanceFailure::Kind::TrustRejected);
+    // relu backed by freivalds.matmul (a checker of another op) is rejected under strict once the
+    // registry is known: the gate never takes a checker's name at the catalog's word.
+    Capsule misbacked = relu_with_value(make_checker(CheckerCoverage::Full));
+    misbacked.trust = Trust::TrustedExternal;
+    misbacked.trust_record.reason = "foreign kernel";
+    misbacked.contract(Obligation::Vjp).evidence = make_checker(CheckerCoverage::Full);
+    bind_known_checkers(misbacked, known);
+    policy.assurance = AssurancePolicy::strict();
+    auto wrong_op = accept(PlannedKernel{Op::Relu, &misbacked}, policy);
+    REQUIRE_FALSE(wrong_op.has_value());
+    REQUIRE(wrong_op.error().front().kind == AcceptanceFailure::Kind::EvidenceRejected);
+    CHECK(wrong_op.error().front().obligation == Obligation::Value);
+    CHECK(has(wrong_op.error().front().message(), "checker freivalds.matmul cannot be bound: the registered checker "
+                                                   "does not check this call (op: the capsule is for `relu`, the "
+                                                   "checker checks `matmul`)"));
     // The shipped reference capsule fails strict on its value and VJP suites only: its shape and
     // layout guards are complete checks.
     policy.assurance = AssurancePolicy::strict();
@@ -344,9 +366,9 @@ contracts.value = { claim = "value-refinement", evidence = { kind = "checker", n
     INFO(warn.out, warn.err);
     CHECK(has(warn.out + warn.err, "inline.toml:18:60: warning[missing-evidence]: capsule `inline.relu` declares "
                                    "`missing` evidence for its value obligation"));
-    // A checker's name is not resolvable by lint; it says so at the name instead of passing it.
-    CHECK(has(warn.out + warn.err, "inline.toml:23:87: note[unverifiable-evidence]: capsule `inline.abs` value evidence "
-                                   "names checker `abs.check` (partial), which lint cannot resolve"));
+    // The CLI knows the checkers it links: a checker name none of them has is an error at the name.
+    CHECK(has(warn.out + warn.err, "inline.toml:23:87: error[unknown-checker]: capsule `inline.abs` value evidence "
+                                   "names checker `abs.check`, which this program does not register"));
     std::vector<std::string> deny = base;
     deny.push_back("--deny");
     deny.push_back("missing-evidence");

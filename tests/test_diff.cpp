@@ -344,14 +344,14 @@ TEST_CASE("evidence order: a trusted boundary is the weakest real evidence / not
 TEST_CASE("evidence changes are ranked per claim, a renamed suite needs review") {
   SUBCASE("shape: runtime guard to test suite is weakened") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
-      c.contract(Obligation::Shape).evidence = Evidence{EvidenceKind::TestSuite, "reference.shapes", {}, {}, {}};
+      c.contract(Obligation::Shape).evidence = Evidence{EvidenceKind::TestSuite, "reference.shapes", {}, {}, {}, {}, {}, {}};
     });
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
     CHECK(find_change(diff, "weakened:capsule:reference.relu:shape") != nullptr);
   }
   SUBCASE("value: test suite to shared definition is strengthened") {
     const Tree head = with_capsule(shipped(), "reference.relu", [](Capsule& c) {
-      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::SharedDefinition, "Spec.relu", {}, {}, {}};
+      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::SharedDefinition, "Spec.relu", {}, {}, {}, {}, {}, {}};
     });
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
     CHECK(find_change(diff, "strengthened:capsule:reference.relu:value") != nullptr);
@@ -433,7 +433,7 @@ TEST_CASE("trust label changes") {
   SUBCASE("trusted-external to checked with checked evidence is strengthened") {
     const Tree head = with_capsule(shipped(), "libtorch.sdpa_forward", [](Capsule& c) {
       c.trust = Trust::Checked;
-      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TestSuite, "libtorch.values", {}, {}, {}};
+      c.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TestSuite, "libtorch.values", {}, {}, {}, {}, {}, {}};
     });
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
     CHECK(find_change(diff, "strengthened:capsule:libtorch.sdpa_forward:trust") != nullptr);
@@ -507,7 +507,7 @@ TEST_CASE("added and removed capsules") {
     const Tree head = with_module(shipped(), "reference", [](CapsuleModule& m) {
       Capsule extra = m.capsules.front();
       extra.name = "reference.fast_matmul";
-      extra.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor BLAS", {}, {}};
+      extra.contract(Obligation::Value).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor BLAS", {}, {}, {}, {}, {}};
       m.capsules.push_back(extra);
     });
     const TrustDiff diff = diff_trees(shipped(), head, diff_options());
@@ -744,7 +744,7 @@ TEST_CASE("change ids are unique and use the documented key format") {
   const Tree head = with_capsule(shipped(), "native_cuda.relu", [](Capsule& c) {
     c.trust = Trust::TrustedExternal;
     c.numerical.reduction = Reduction::ImplementationDefined;
-    c.contract(Obligation::Vjp).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor VJP", {}, {}};
+    c.contract(Obligation::Vjp).evidence = Evidence{EvidenceKind::TrustedBoundary, {}, "vendor VJP", {}, {}, {}, {}, {}};
   });
   const TrustDiff diff = diff_trees(shipped(), head, diff_options());
   std::vector<std::string> ids;

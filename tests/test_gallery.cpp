@@ -177,6 +177,9 @@ const std::vector<DiagCode> kNonLoaderCodes{
     DiagCode::EvidenceNotPassed,     DiagCode::EvidenceNotRunHere,
     // Lint's rule on declared `missing` evidence (tests/test_acceptance_presets.cpp).
     DiagCode::MissingEvidence,
+    // Checker evidence against the checkers a program links: lint, not the loaders
+    // (tests/test_checker_evidence.cpp, tests/data/hostile/checker-evidence).
+    DiagCode::UnknownChecker,        DiagCode::CheckerMismatch,
 };
 
 std::string relative_to(const fs::path& base, const std::string& file) {

@@ -41,7 +41,7 @@ std::vector<std::string> group_lines(std::span<const KernelGroup> groups) {
   return lines;
 }
 
-Evidence trusted(std::string reason) { return Evidence{EvidenceKind::TrustedBoundary, {}, std::move(reason), {}, {}}; }
+Evidence trusted(std::string reason) { return Evidence{EvidenceKind::TrustedBoundary, {}, std::move(reason), {}, {}, {}, {}, {}}; }
 
 }  // namespace
 

@@ -139,7 +139,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 7 modules, 206 capsules, 18 profiles: 0 errors, 6 warnings, 16 notes\n"));
+    CHECK(has(run.out, "lint: 7 modules, 206 capsules, 18 profiles: 0 errors, 6 warnings, 6 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -251,7 +251,7 @@ covers = []
     // Written once in [defaults], reported once: the other capsules are counted in a note.
     CHECK(count(run.out, "error[unknown-test-suite]") == 1);
     CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
-    CHECK(has(run.out, ": 1 errors, 6 warnings, 16 notes"));
+    CHECK(has(run.out, ": 1 errors, 6 warnings, 6 notes"));
   }
 
   TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
@@ -793,7 +793,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
     CHECK(denied.status == 1);
     CHECK(has(denied.out, "error[no-compiled-handler]"));
-    CHECK(has(denied.out, "6 errors, 0 warnings, 16 notes"));
+    CHECK(has(denied.out, "6 errors, 0 warnings, 6 notes"));
     // Comma lists, and an allowed rule wins over --deny warnings.
     const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
     CHECK(quiet.status == 0);
@@ -841,7 +841,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
-    CHECK(has(json.out, R"("errors":1,"warnings":6,"notes":16})"));
+    CHECK(has(json.out, R"("errors":1,"warnings":6,"notes":6})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
@@ -864,7 +864,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
     CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
-    CHECK(count(github.out, "\n") == 23);  // one command per finding
+    CHECK(count(github.out, "\n") == 13);  // one command per finding (checker names resolve: no notes for them)
   }
 
   TEST_CASE("github annotations escape percent signs and line breaks and property separators") {

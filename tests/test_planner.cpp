@@ -94,7 +94,7 @@ TEST_SUITE("planner") {
     misfiled.name = "demo.misfiled";
     misfiled.contract(Obligation::Shape) =
         ContractDescriptor{Claim{ClaimKind::ValueRefinement, Op::ScaledDotProductAttention}, "misfiled value test",
-                           Evidence{EvidenceKind::TestSuite, "demo suite", {}, {}, {}}, {}};
+                           Evidence{EvidenceKind::TestSuite, "demo suite", {}, {}, {}, {}, {}, {}}, {}};
     CHECK(std::pair{contracts_aligned(attention), contracts_aligned(misfiled)} == std::pair{true, false});
     auto registry = Registry::from_modules({module_of("demo", {misfiled})});
     REQUIRE(registry.has_value());
@@ -208,7 +208,7 @@ TEST_SUITE("planner") {
     forward_only.name = "test.forward_only_relu";
     forward_only.vjp = VjpMode::None;
     forward_only.contract(Obligation::Vjp) =
-        ContractDescriptor{Claim{ClaimKind::VjpUnavailable, Op::Relu}, "", Evidence{EvidenceKind::NotApplicable, {}, {}, {}, {}}, {}};
+        ContractDescriptor{Claim{ClaimKind::VjpUnavailable, Op::Relu}, "", Evidence{EvidenceKind::NotApplicable, {}, {}, {}, {}, {}, {}, {}}, {}};
     REQUIRE(contracts_aligned(forward_only));
     KernelPolicy training;  // cpu, auto, checked, torchlean-tape
     KernelPolicy inference = training;

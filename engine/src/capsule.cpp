@@ -74,13 +74,20 @@ std::string evidence_label(const Evidence& evidence) {
     case EvidenceKind::FuzzOracle: return "compared by fuzz oracle " + evidence.name;
     case EvidenceKind::TrustedBoundary: return "trusted boundary: " + evidence.reason;
     case EvidenceKind::NotApplicable: return "not applicable";
-    case EvidenceKind::Checker:
+    case EvidenceKind::Checker: {
+      if (!evidence.unbound.empty()) return "checker " + evidence.name + " cannot be bound: " + evidence.unbound;
+      const std::string claimed =
+          evidence.claimed_coverage
+              ? str(" (registered coverage; the catalog claims ", to_string(*evidence.claimed_coverage), ")")
+              : std::string();
       switch (evidence.coverage) {
-        case CheckerCoverage::Full: return "checked on every call by checker " + evidence.name;
-        case CheckerCoverage::Partial: return "partly checked by checker " + evidence.name + " (a necessary condition only)";
-        case CheckerCoverage::Sampled: return "checked on sampled calls by checker " + evidence.name;
+        case CheckerCoverage::Full: return "checked on every call by checker " + evidence.name + claimed;
+        case CheckerCoverage::Partial:
+          return "partly checked by checker " + evidence.name + " (a necessary condition only)" + claimed;
+        case CheckerCoverage::Sampled: return "checked on sampled calls by checker " + evidence.name + claimed;
       }
       return {};
+    }
     case EvidenceKind::Missing: return "missing: no evidence provided";
   }
   return {};
@@ -101,6 +108,8 @@ Disposition evidence_disposition(ClaimKind claim, const Evidence& evidence) {
     case EvidenceKind::TrustedBoundary: return Disposition::Trusted;
     case EvidenceKind::NotApplicable: return Disposition::NotApplicable;
     case EvidenceKind::Checker:
+      // A checker this build cannot run backs nothing: the session would refuse to bind it.
+      if (!evidence.unbound.empty()) return Disposition::Missing;
       switch (evidence.coverage) {
         case CheckerCoverage::Full: return Disposition::Checked;
         case CheckerCoverage::Sampled: return Disposition::Fuzzed;

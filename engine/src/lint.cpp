@@ -116,7 +116,8 @@ class EvidenceChecker {
           if (handler != nullptr) guard(capsule, i, *handler);
           else unhandled.guards.insert(evidence.name);
         } else if (evidence.kind == EvidenceKind::Checker) {
-          unresolved_checker(capsule, i);
+          if (inputs_.checkers) checker(capsule, i, *inputs_.checkers);
+          else unresolved_checker(capsule, i);
         } else if (declared_in_manifest(evidence.kind) && inputs_.suites) {
           const CoverageCase wanted{capsule.op, capsule.provider, capsule.device, static_cast<Obligation>(i)};
           // A source the build has must cover the capsule, handler or not: a CUDA capsule
@@ -260,6 +261,64 @@ class EvidenceChecker {
         str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names checker `", evidence.name,
             "` (", to_string(evidence.coverage), "), which lint cannot resolve: checkers register in the runtime"),
         {}, "");
+  }
+
+  /// Checker evidence against the checkers the program links: the session binds the same name
+  /// at run time and refuses the capsule when it is not registered or checks another call, so
+  /// lint says so first, and plan and check gate on the registered coverage, not the catalog's.
+  void checker(const Capsule& capsule, std::size_t index, const std::vector<KnownChecker>& known) {
+    const Obligation obligation = static_cast<Obligation>(index);
+    const CheckerJudgement judgement = judge_checker_evidence(capsule, obligation, known);
+    if (judgement.verdict != CheckerJudgement::Verdict::Unknown &&
+        judgement.verdict != CheckerJudgement::Verdict::Mismatch) {
+      return;
+    }
+    const Evidence& evidence = capsule.contract(obligation).evidence;
+    const SourceLoc where = site(capsule, capsule.sites[index].evidence);
+    const DiagCode code = judgement.verdict == CheckerJudgement::Verdict::Unknown ? DiagCode::UnknownChecker
+                                                                                 : DiagCode::CheckerMismatch;
+    if (!first_report(code, where, evidence.name, capsule)) return;
+    const std::vector<std::string> fitting = checkers_for(capsule, obligation, known);
+    const std::string fitting_note =
+        fitting.empty() ? str("no registered checker checks ", to_string(capsule.op), " on ", to_string(capsule.device),
+                              " (", obligation_name(index), ")")
+                        : str("registered checkers for ", to_string(capsule.op), " on ", to_string(capsule.device), " (",
+                              obligation_name(index), "): ", quoted_list(fitting, fitting.size()));
+    if (judgement.verdict == CheckerJudgement::Verdict::Unknown) {
+      std::vector<std::string_view> names;
+      for (const KnownChecker& k : known) names.push_back(k.name);
+      const std::string nearest = nearest_name(evidence.name, names);
+      add(DiagCode::UnknownChecker, where,
+          str("capsule `", capsule.name, "` ", obligation_name(index), " evidence names checker `", evidence.name,
+              "`, which this program does not register"),
+          {fitting_note, "a session refuses to bind the capsule (binding-rejected), and plan and check refuse its "
+                         "evidence (disposition missing)"},
+          !nearest.empty()      ? str("did you mean `", nearest, "`?")
+          : !fitting.empty()    ? str("name `", fitting.front(), "`")
+                                : std::string("register a checker for this op, or back the claim with other evidence"));
+      return;
+    }
+    const KnownChecker& registered = *judgement.checker;
+    std::vector<std::string> notes = judgement.disagreements;
+    if (!registered.where.file.empty()) notes.push_back(str("`", registered.name, "` is registered at ",
+                                                            registered.where.file, ":", registered.where.line));
+    notes.push_back(judgement.coverage_only
+                        ? std::string("plan and check gate on the registered coverage, and a session refuses to bind "
+                                      "the capsule (binding-rejected)")
+                        : std::string("a session refuses to bind the capsule (binding-rejected), and plan and check "
+                                      "refuse its evidence (disposition missing)"));
+    notes.push_back(fitting_note);
+    add(DiagCode::CheckerMismatch, where,
+        str("capsule `", capsule.name, "` (", to_string(capsule.op), " on ", to_string(capsule.device), ") ",
+            obligation_name(index), " evidence names checker `", evidence.name, "` with coverage `",
+            to_string(evidence.coverage), "`, but the registered checker checks ", to_string(registered.op), " on ",
+            to_string(registered.device), " (", to_string(registered.obligation), ") with coverage `",
+            to_string(registered.coverage), "`"),
+        std::move(notes),
+        judgement.coverage_only ? str("claim coverage `", to_string(registered.coverage), "`")
+        : !fitting.empty()      ? str("name `", fitting.front(), "`")
+                                : std::string("name a checker of this op, device and obligation, or back the claim "
+                                              "with other evidence"));
   }
 
   void guard(const Capsule& capsule, std::size_t index, const LintHandler& handler) {

@@ -8,6 +8,7 @@
 
 #include "capsule/diag_format.hpp"
 #include "capsule/lint.hpp"
+#include "linked_checkers.hpp"
 #include "linked_handlers.hpp"
 #include "data_dirs.hpp"
 #include "ledger_options.hpp"
@@ -58,24 +59,13 @@ RuleOverrides rule_overrides(const po::variables_map& vm) {
   return overrides;
 }
 
-/// The compiled handlers this CLI links, as lint sees them. Registration sites are relative to
-/// the source tree; they become absolute when that tree is present, like every other path lint prints.
+/// The compiled handlers this CLI links, as lint sees them.
 std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry) {
   std::vector<LintHandler> handlers;
   for (const RegisteredHandler* handler : registry.all()) {
-    LintHandler item{handler->spec.name, handler->spec.op, handler->spec.provider, handler->spec.device,
-                     handler->spec.guards, {}, handler->spec.backend_vjp, handler->spec.forward_autograd != nullptr};
-    const auto colon = handler->site.rfind(':');
-    if (colon != std::string::npos) {
-      fs::path file = handler->site.substr(0, colon);
-      std::error_code error;
-      if (file.is_relative() && fs::is_regular_file(fs::path(CAPSULE_SOURCE_DIR) / file, error)) {
-        file = fs::path(CAPSULE_SOURCE_DIR) / file;
-      }
-      const unsigned long line = std::strtoul(handler->site.c_str() + colon + 1, nullptr, 10);
-      item.where = SourceLoc{file.string(), static_cast<std::uint32_t>(line), 1};
-    }
-    handlers.push_back(std::move(item));
+    handlers.push_back(LintHandler{handler->spec.name, handler->spec.op, handler->spec.provider,
+                                   handler->spec.device, handler->spec.guards, registration_loc(handler->site),
+                                   handler->spec.backend_vjp, handler->spec.forward_autograd != nullptr});
   }
   return handlers;
 }
@@ -145,7 +135,8 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
     ctx.out << options
             << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
                "(test suites, fuzz oracles and shared definitions that cover the capsule's op, provider, device and\n"
-               "obligation, runtime guards of the compiled handlers, provenance files and symbols), and reports\n"
+               "obligation, runtime guards of the compiled handlers, checkers this program registers for the\n"
+               "capsule's op, device and obligation with the claimed coverage, provenance files and symbols), and reports\n"
                "every problem in one run. With --ledger, evidence must also have passed on this build: test-suite\n"
                "and fuzz-oracle evidence of every capsule with a compiled handler needs a passing ledger entry\n"
                "(evidence-not-passed), and capsules this build cannot run are listed as not run here\n"
@@ -172,6 +163,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   }
   EvidenceCheckInputs inputs;
   inputs.handlers = lint_handlers(registry);
+  inputs.checkers = linked_known_checkers();
   inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
   inputs.source_root = scope.source_root;
   Diagnostics evidence = check_evidence(workspace, inputs);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `capsule plan` and `explain`: plan under a profile, and explain a choice.
 #include "commands.hpp"
+#include "linked_checkers.hpp"
 #include "plan_inputs.hpp"
 
 #include "capsule/escape.hpp"
@@ -63,6 +64,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
+  bind_known_checkers(*workspace, linked_known_checkers());  // gate notes as plan and check judge
   const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   const ResolvedProfile resolved = resolve(*workspace, profile);
   const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(op);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "capsule/checkers/standard.hpp"
 #include "capsule/examples.hpp"
+#include "linked_checkers.hpp"
 #include "linked_handlers.hpp"
 
 namespace capsule::cli {
@@ -118,7 +118,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   }
   // Checkers too: a capsule whose evidence is a checker is rechecked under the profile's policy.
   CheckerRegistry checkers;
-  if (auto registered = register_standard_checkers(checkers); !registered) {
+  if (auto registered = register_linked_checkers(checkers); !registered) {
     ctx.err << registered.error() << "\n";
     return kRejected;
   }

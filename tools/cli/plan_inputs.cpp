@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plan_inputs.hpp"
 
+#include "linked_checkers.hpp"
+
 namespace capsule::cli {
 
 po::options_description plan_options(const std::string& caption) {
@@ -25,6 +27,9 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return std::nullopt;
   inputs.workspace = std::move(*workspace);
+  // The gate judges checker evidence by the checkers this program registers, never by the
+  // catalog's word alone (capsule/known_checker.hpp).
+  bind_known_checkers(inputs.workspace, linked_known_checkers());
   inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
   if (has_graph) {
     Diagnostics diagnostics;

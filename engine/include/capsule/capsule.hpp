@@ -38,6 +38,13 @@ struct Evidence {
   std::string owner;
   std::optional<Date> expires;
   CheckerCoverage coverage = CheckerCoverage::Full;  ///< checker evidence only
+  // Set only by bind_known_checkers (capsule/known_checker.hpp), where a program knows the
+  // checkers it links; a loaded catalog never carries them.
+  /// The coverage the catalog claimed, when the registered checker's (now in `coverage`) differs.
+  std::optional<CheckerCoverage> claimed_coverage;
+  /// Why this build cannot bind the checker (not registered, or registered for another op,
+  /// device or obligation); non-empty makes the disposition `missing`.
+  std::string unbound;
 
   friend bool operator==(const Evidence&, const Evidence&) = default;
 };

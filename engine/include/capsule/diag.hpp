@@ -58,9 +58,11 @@ enum class DiagCode : std::uint8_t {
   GitError,            // git could not read a revision: no git binary, refused repository, unknown revision
   NonRegularFile,      // a `*.toml` entry in catalogs/ or profiles/ that is not a regular file
   MissingEvidence,     // lint: an obligation declares `missing` evidence (nothing stands behind its claim)
+  UnknownChecker,      // lint: checker evidence names no checker the program links
+  CheckerMismatch,     // lint: the named checker checks another op, device, coverage or obligation
 };
 
-inline constexpr std::array<std::pair<DiagCode, std::string_view>, 40> kDiagCodeNames{{
+inline constexpr std::array<std::pair<DiagCode, std::string_view>, 42> kDiagCodeNames{{
     {DiagCode::ParseError, "parse-error"},
     {DiagCode::IoError, "io-error"},
     {DiagCode::UnsupportedSchema, "unsupported-schema"},
@@ -101,6 +103,8 @@ inline constexpr std::array<std::pair<DiagCode, std::string_view>, 40> kDiagCode
     {DiagCode::GitError, "git-error"},
     {DiagCode::NonRegularFile, "non-regular-file"},
     {DiagCode::MissingEvidence, "missing-evidence"},
+    {DiagCode::UnknownChecker, "unknown-checker"},
+    {DiagCode::CheckerMismatch, "checker-mismatch"},
 }};
 
 std::string_view to_string(DiagCode code);

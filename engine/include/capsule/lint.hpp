@@ -18,6 +18,7 @@
 #include "capsule/diag.hpp"
 #include "capsule/evidence_ledger.hpp"
 #include "capsule/evidence_manifest.hpp"
+#include "capsule/known_checker.hpp"
 #include "capsule/load.hpp"
 #include "capsule/result.hpp"
 #include "capsule/vocab.hpp"
@@ -35,7 +36,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 32> kLintRules{{
+inline constexpr std::array<LintRule, 34> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -88,6 +89,11 @@ inline constexpr std::array<LintRule, 32> kLintRules{{
      "with --ledger: test-suite and fuzz-oracle evidence of a capsule with a compiled handler passed on this build"},
     {DiagCode::EvidenceNotRunHere, Severity::Warning, false,
      "with --ledger: evidence of capsules without a compiled handler here is listed as not run here"},
+    {DiagCode::UnknownChecker, Severity::Error, false,
+     "checker evidence names a checker this program registers (programs that link checkers only)"},
+    {DiagCode::CheckerMismatch, Severity::Error, false,
+     "the registered checker that evidence names checks the capsule's op and device, the evidence's obligation, "
+     "with the coverage the catalog claims"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).
@@ -120,6 +126,11 @@ struct EvidenceCheckInputs {
   std::optional<std::filesystem::path> source_root;
   /// False forces the component-by-component O_NOFOLLOW walk instead of openat2 (for tests).
   bool use_openat2 = true;
+  /// The checkers the program links (capsule/known_checker.hpp). Set: checker evidence must name
+  /// one of them that checks the capsule's op, device and obligation with the claimed coverage
+  /// (unknown-checker, checker-mismatch). Unset (a program without checkers): each checker name
+  /// is an unverifiable-evidence note.
+  std::optional<std::vector<KnownChecker>> checkers;
 };
 
 /// The evidence-integrity findings for every loaded capsule: the workspace's modules and the
