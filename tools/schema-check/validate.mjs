@@ -9,6 +9,10 @@
 //                                                by the schema or by the loader (CAPSULE_BIN)
 //   node validate.mjs sarif FILE [--expect-results]
 //                                                FILE is valid against the official SARIF 2.1.0 schema
+//   node validate.mjs run FILE [--expect-rechecks]
+//                                                FILE (`capsule run --format json`) is valid against
+//                                                tools/schemas/run.schema.json; with the flag, some
+//                                                capsule used shows value and vjp rechecks
 //   node validate.mjs selftest                   the schemas accept and reject small inline cases
 //
 // Every mode also runs controls (mutated documents must be rejected; for the gallery, valid files
@@ -601,15 +605,81 @@ contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence
   return failures === 0 ? 0 : 1;
 }
 
+function runValidator() {
+  const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictTypes: false, strictRequired: false });
+  addFormats(ajv);
+  const schema = JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, "run.schema.json"), "utf8"));
+  return { schema, validate: ajv.compile(schema) };
+}
+
+function runOutput(file, expectRechecks) {
+  const { schema, validate } = runValidator();
+  let output;
+  try {
+    output = JSON.parse(fs.readFileSync(file, "utf8"));
+  } catch (error) {
+    console.log(`FAIL ${file}: not JSON (${error.message})`);
+    return 1;
+  }
+  let failures = 0;
+  if (!validate(output)) {
+    failures++;
+    console.log(`FAIL ${file}: not valid against run.schema.json`);
+    for (const line of describeErrors(validate.errors, 20)) console.log(`       ${line}`);
+  }
+  const docs = missingDocs(schema, "run");
+  for (const where of docs) console.log(`FAIL property without title/description: ${where}`);
+  failures += docs.length;
+  const checked = (output.capsules_used ?? []).filter((use) => (use.rechecks ?? []).length > 0);
+  const obligations = new Set(checked.flatMap((use) => use.rechecks.map((r) => r.obligation)));
+  if (expectRechecks && !(obligations.has("value") && obligations.has("vjp"))) {
+    failures++;
+    console.log(`FAIL ${file}: expected value and vjp rechecks, found ${[...obligations].join(", ") || "none"}`);
+  }
+  console.log(`run: ${path.basename(file)}: ${checked.length} capsules rechecked; ` +
+              (failures === 0 ? "valid run output" : "invalid"));
+
+  // Controls: the schema must reject what a reader of `rechecks` relies on being absent.
+  const controls = [];
+  const firstRecheck = (doc) => doc.capsules_used.find((use) => (use.rechecks ?? []).length > 0).rechecks[0];
+  if (checked.length > 0) {
+    const badObligation = structuredClone(output);
+    firstRecheck(badObligation).obligation = "shape";
+    controls.push(["recheck of the shape obligation", badObligation]);
+    const noPassed = structuredClone(output);
+    delete firstRecheck(noPassed).checks_passed;
+    controls.push(["recheck without checks_passed", noPassed]);
+    const badPolicy = structuredClone(output);
+    firstRecheck(badPolicy).policy = { every: 2, sample: 0.5 };
+    controls.push(["recheck policy naming both every and sample", badPolicy]);
+  }
+  const noUses = structuredClone(output);
+  delete noUses.capsules_used;
+  controls.push(["run output without capsules_used", noUses]);
+  let controlFailures = 0;
+  for (const [what, doc] of controls) {
+    if (validate(doc)) {
+      console.log(`FAIL control: run.schema.json accepted a ${what}`);
+      controlFailures++;
+    }
+  }
+  console.log(`controls: ${controls.length - controlFailures}/${controls.length} mutated documents rejected`);
+  return failures + controlFailures === 0 ? 0 : 1;
+}
+
 // ---- main -------------------------------------------------------------------------------------
 
 const [mode, ...args] = process.argv.slice(2);
-const usage = "usage: validate.mjs shipped ROOT | gallery DIR CAPSULE_BIN | sarif FILE [--expect-results] | selftest";
+const usage =
+  "usage: validate.mjs shipped ROOT | gallery DIR CAPSULE_BIN | sarif FILE [--expect-results] | " +
+  "run FILE [--expect-rechecks] | selftest";
 let status;
 if (mode === "shipped" && args.length === 1) status = shipped(path.resolve(args[0]));
 else if (mode === "gallery" && args.length === 2) status = gallery(path.resolve(args[0]), path.resolve(args[1]));
 else if (mode === "sarif" && (args.length === 1 || (args.length === 2 && args[1] === "--expect-results")))
   status = sarif(path.resolve(args[0]), args.length === 2);
+else if (mode === "run" && (args.length === 1 || (args.length === 2 && args[1] === "--expect-rechecks")))
+  status = runOutput(path.resolve(args[0]), args.length === 2);
 else if (mode === "selftest" && args.length === 0) status = selftest();
 else {
   console.error(usage);

@@ -1,0 +1,69 @@
+# CTest schemas.run_output_validates (cmake -P): copies the shipped catalogs and profiles into a
+# scratch tree, adds a module whose matmul capsule (the reference kernel) has checker evidence for
+# its value and its VJP and a profile that selects it first, runs
+# `capsule run mlp_regression --format json` under that profile, and validates the output against
+# tools/schemas/run.schema.json with validate.mjs, which also requires value and vjp rechecks and
+# checks that mutated outputs are rejected.
+#
+# Variables: CAPSULE (the CLI), NODE, SOURCE_DIR (repository root), WORK_DIR (scratch, recreated).
+foreach(var CAPSULE NODE SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run_rechecks.cmake needs -D${var}=...")
+  endif()
+endforeach()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+file(COPY "${SOURCE_DIR}/catalogs" "${SOURCE_DIR}/profiles" DESTINATION "${WORK_DIR}")
+
+file(WRITE "${WORK_DIR}/catalogs/rechecked.toml" [=[
+schema = 1
+module = "rechecked"
+
+[defaults]
+provider = "reference"
+device = "cpu"
+trust = "checked"
+vjp = "torchlean-tape"
+reduction = "fixed-left"
+contracts.shape  = { claim = "shape-safety", evidence = { kind = "runtime-guard", name = "portable runtime shape checks" } }
+contracts.layout = { claim = "layout-compatibility", layout = "canonical-tensor", evidence = { kind = "runtime-guard", name = "typed tensor layout" } }
+contracts.value  = { claim = "value-refinement", evidence = { kind = "checker", name = "freivalds.matmul", coverage = "full" } }
+contracts.vjp    = { claim = "vjp-refinement", mode = "torchlean-tape", evidence = { kind = "checker", name = "freivalds.matmul.vjp", coverage = "full" } }
+
+[[capsule]]
+name = "rechecked.matmul"
+op = "matmul"
+]=])
+file(WRITE "${WORK_DIR}/profiles/rechecked_cpu.toml" [=[
+schema = 1
+name = "rechecked_cpu"
+device = "cpu"
+provider = "auto"
+assurance = "checked"
+vjp = "torchlean-tape"
+modules = ["rechecked", "reference"]
+recheck = { every = 2 }
+
+[availability]
+devices = ["cpu"]
+providers = ["reference"]
+]=])
+
+set(output "${WORK_DIR}/run.json")
+execute_process(
+  COMMAND "${CAPSULE}" run mlp_regression --profile rechecked_cpu --format json
+          --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
+  OUTPUT_FILE "${output}"
+  ERROR_VARIABLE run_stderr
+  RESULT_VARIABLE run_status)
+if(NOT run_status EQUAL 0)
+  message(FATAL_ERROR "capsule run mlp_regression --profile rechecked_cpu exited ${run_status}\n${run_stderr}")
+endif()
+
+execute_process(
+  COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${output}" --expect-rechecks
+  RESULT_VARIABLE check_status)
+if(NOT check_status EQUAL 0)
+  message(FATAL_ERROR "the JSON output of capsule run is not valid against run.schema.json (${output})")
+endif()
