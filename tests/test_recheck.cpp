@@ -76,6 +76,36 @@ HandlerRegistry external_handlers(ForwardKernel matmul = nullptr) {
   return registry;
 }
 
+/// The reference matmul's adjoint with row 0 of dB (the gradient of the second input) moved:
+/// a wrong gradient far above the VJP check's floor, which only a VJP recheck can see.
+RuntimeResult<std::vector<Tensor>> corrupt_matmul_backward(std::span<const Tensor> inputs, const Tensor& output,
+                                                           const Tensor& grad, const OpAttrs& attrs) {
+  CAPSULE_TRY(std::vector<Tensor> grads, reference(Op::Matmul).backward(inputs, output, grad, attrs));
+  Tensor& db = grads.at(1);
+  double* data = db.mutable_data<double>();
+  for (std::int64_t j = 0; j < db.dim(db.rank() - 1); ++j) data[j] += 0.5 + static_cast<double>(j);
+  return grads;
+}
+
+/// external_handlers() whose matmul computes its own backward (the reference adjoint, or
+/// `backward` when given), for `backend-vjp` capsules.
+HandlerRegistry backend_vjp_handlers(BackwardKernel backward = nullptr) {
+  HandlerRegistry registry;
+  for (Op op : model_ops()) {
+    HandlerSpec spec = reference(op);
+    spec.name = str("test external ", to_string(op));
+    spec.provider = Provider::External;
+    spec.layouts = {Layout::CanonicalTensor};
+    spec.guards = {"shape checks", "typed layout"};
+    if (op == Op::Matmul) {
+      spec.backend_vjp = true;
+      if (backward != nullptr) spec.backward = backward;
+    }
+    REQUIRE(registry.add(spec));
+  }
+  return registry;
+}
+
 /// A module of the external provider with every model op; matmul's value evidence is `matmul_value`.
 std::string module_text(std::string_view module, std::string_view matmul_value) {
   std::string text(testing::kCatalogHead);
@@ -98,6 +128,8 @@ std::string profile_text(std::string_view name, std::string_view module) {
 }
 
 constexpr std::string_view kFreivalds = R"({ kind = "checker", name = "freivalds.matmul", coverage = "full" })";
+constexpr std::string_view kFreivaldsVjp =
+    R"({ kind = "checker", name = "freivalds.matmul.vjp", coverage = "full" })";
 
 struct Fixture {
   testing::ScratchTree tree{"recheck"};
@@ -114,7 +146,15 @@ struct Fixture {
                module_text("wrongop", R"({ kind = "checker", name = "freivalds.linear", coverage = "full" })"));
     tree.write("catalogs/wrongcoverage.toml",
                module_text("wrongcoverage", R"({ kind = "checker", name = "freivalds.matmul", coverage = "sampled" })"));
-    for (std::string_view m : {"checked", "plain", "misspelt", "wrongop", "wrongcoverage"}) {
+    // matmul computes its own backward, and both its value and its VJP are checked per call.
+    std::string vjp_text = module_text("vjpchecked", kFreivalds);
+    const std::string matmul_entry = "name = \"vjpchecked.matmul\"\nop = \"matmul\"\n";
+    vjp_text.replace(vjp_text.find(matmul_entry), matmul_entry.size(),
+                     matmul_entry + "vjp = \"backend-vjp\"\n" + str("contracts.vjp = { claim = \"vjp-refinement\", ",
+                                                                   "mode = \"backend-vjp\", evidence = ",
+                                                                   kFreivaldsVjp, " }\n"));
+    tree.write("catalogs/vjpchecked.toml", vjp_text);
+    for (std::string_view m : {"checked", "plain", "misspelt", "wrongop", "wrongcoverage", "vjpchecked"}) {
       tree.write(str("profiles/", m, ".toml"), profile_text(m, m));
     }
     workspace = tree.load();
@@ -348,6 +388,80 @@ TEST_SUITE("recheck") {
 }
 
 TEST_SUITE("recheck") {
+  TEST_CASE("a VJP checked per call: every backward of the capsule is rechecked and passes, shown in the report") {
+    Fixture f;
+    const HandlerRegistry handlers = backend_vjp_handlers();
+    auto session = Session::open(f.workspace, handlers, f.checkers, options_for("vjpchecked"));
+    REQUIRE_MESSAGE(session, (session ? std::string() : session.error().message));
+    const std::vector<double> losses = train(*session);
+    CHECK(losses.back() < losses.front());
+    const std::vector<CapsuleUse> used = session->capsules_used();
+    auto it = std::find_if(used.begin(), used.end(), [](const CapsuleUse& u) { return u.op == Op::Matmul; });
+    REQUIRE(it != used.end());
+    REQUIRE(it->rechecks.size() == 2);
+    const RecheckUse& value = it->rechecks[0];
+    const RecheckUse& vjp = it->rechecks[1];
+    CHECK(value.obligation == Obligation::Value);
+    CHECK(vjp.obligation == Obligation::Vjp);
+    CHECK(vjp.checker == "freivalds.matmul.vjp");
+    // One backward per step through the one taped matmul; its own backward dispatches no matmul.
+    CHECK(vjp.calls == 10);
+    CHECK(vjp.run == 10);
+    CHECK(vjp.passed == 10);
+    CHECK(value.calls == 10);
+    const std::string text = capsules_used_text(used);
+    CHECK(has(text, "    recheck vjp by freivalds.matmul.vjp (full, every call): 10 of 10 calls checked, 10 passed\n"));
+    JsonWriter json;
+    write_capsules_used_json(json, used);
+    CHECK(has(json.str(), R"({"obligation":"vjp","checker":"freivalds.matmul.vjp","coverage":"full","policy":{"every":1},)"
+                          R"("calls":10,"checks_run":10,"checks_passed":10})"));
+  }
+
+  TEST_CASE("a wrong gradient is caught by the VJP recheck: check-failed, and a bundle with the gradients") {
+    Fixture f;
+    testing::ScratchTree out("recheck-vjp-bundle");
+    const HandlerRegistry handlers = backend_vjp_handlers(corrupt_matmul_backward);
+    SessionOptions options = options_for("vjpchecked");
+    options.repro_dir = out.root();
+    auto session = Session::open(f.workspace, handlers, f.checkers, options);
+    REQUIRE(session);
+    const Var x = session->constant(matrix(3, 4, 0.0));
+    const Var w = session->parameter(matrix(4, 2, 1.0));
+    auto product = session->call(Op::Matmul, {x, w});
+    REQUIRE(product);  // the forward is right: its value recheck passes
+    auto loss = session->call(Op::ReduceSum, {*product});
+    REQUIRE(loss);
+    auto grads = session->backward(*loss);
+    REQUIRE_FALSE(grads);
+    CHECK(grads.error().code == RuntimeCode::CheckFailed);
+    const std::string& message = grads.error().message;
+    INFO(message);
+    CHECK(has(message, "recheck failed: capsule `vjpchecked.matmul` (op `matmul`, device `cpu`), vjp call 0, checker "
+                       "`freivalds.matmul.vjp`: "));
+    CHECK(has(message, " exceeds its bound "));
+    const std::filesystem::path bundle = out.root() / "capsule-recheck-vjpchecked.matmul-vjp-call0";
+    CHECK(has(message, str("reproduction bundle: ", bundle.string())));
+    REQUIRE(std::filesystem::is_directory(bundle));
+    const std::string m = testing::read_text(bundle / "manifest.json");
+    INFO(m);
+    CHECK(has(m, R"("obligation":"vjp")"));
+    CHECK(has(m, R"("checker":{"name":"freivalds.matmul.vjp","coverage":"full")"));
+    CHECK(has(m, R"("verdict":{"passed":false,)"));
+    CHECK(has(m, R"({"role":"output_gradient","file":"output_gradient.bin","dtype":"float64","shape":[3,2],)"));
+    CHECK(has(m, R"({"role":"input_gradient1","file":"input_gradient1.bin","dtype":"float64","shape":[4,2],)"));
+    CHECK(std::filesystem::file_size(bundle / "input_gradient1.bin") == 4 * 2 * 8);
+    // The stored gradient is the wrong one the checker saw.
+    std::ifstream raw(bundle / "input_gradient1.bin", std::ios::binary);
+    std::vector<double> stored(8);
+    raw.read(reinterpret_cast<char*>(stored.data()), 8 * 8);
+    const Tensor ones = Tensor::full(Shape::make({3, 2}).value(), DType::F64, 1.0).value();
+    const Tensor right_out = reference(Op::Matmul).forward(std::vector<Tensor>{x.value(), w.value()}, {}).value();
+    const std::vector<double> right =
+        reference(Op::Matmul).backward(std::vector<Tensor>{x.value(), w.value()}, right_out, ones, {}).value()[1].to_vector();
+    CHECK(stored[0] == right[0] + 0.5);
+    CHECK(stored[2] == right[2]);
+  }
+
   TEST_CASE("capsule run refuses a --repro-dir that is not an existing directory") {
     const testing::CliRun run = testing::run_shipped_cli(
         {"run", "mlp_regression", "--profile", "checked_cpu", "--repro-dir", "/nonexistent/capsule-repro"});

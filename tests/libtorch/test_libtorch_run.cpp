@@ -63,6 +63,9 @@ TEST_SUITE("libtorch.run") {
                        "400 forward, 600 in VJPs\n"
                        "    recheck value by freivalds.matmul (full, every call): 1000 of 1000 calls checked, 1000 "
                        "passed\n"));
+    // The products' VJP is checked per backward too (freivalds.matmul.vjp, catalogs/libtorch-checked-cpu.toml).
+    CHECK(has(run.out, "    recheck vjp by freivalds.matmul.vjp (full, every call): 400 of 400 calls checked, 400 "
+                       "passed\n"));
     CHECK(has(run.out, "recheck value by inverse.sqrt (full, every call): 800 of 800 calls checked, 800 passed"));
     CHECK(has(run.out, "relu -> libtorch.relu (libtorch/cpu, checked"));
     CHECK_FALSE(has(run.out, "-> reference."));
