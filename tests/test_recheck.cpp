@@ -372,12 +372,13 @@ TEST_SUITE("recheck") {
           "names checker `freivalds.matmull`, which is not registered; did you mean `freivalds.matmul`?");
     auto wrong_op = open("wrongop");
     REQUIRE_FALSE(wrong_op);
-    CHECK(has(wrong_op.error().message, "names checker `freivalds.linear`, registered at "));
-    CHECK(has(wrong_op.error().message, " for op `linear` on device `cpu`; expected op `matmul` on device `cpu`"));
+    CHECK(has(wrong_op.error().message, "names checker `freivalds.linear` with coverage `full`, registered at "));
+    CHECK(has(wrong_op.error().message, " for op `linear` on device `cpu` (value) with coverage `full`: op: the capsule "
+                                        "is for `matmul`, the checker checks `linear`"));
     auto wrong_coverage = open("wrongcoverage");
     REQUIRE_FALSE(wrong_coverage);
     CHECK(has(wrong_coverage.error().message,
-              "with coverage `sampled`, but the registered checker's coverage is `full`"));
+              "coverage: the catalog claims `sampled`, the registered checker's is `full`"));
     // Without a checker registry the capsule is refused too: a check is never skipped.
     SessionOptions options = options_for("checked");
     options.preselect = {Op::Matmul};

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "recheck.hpp"
 
+#include "capsule/known_checker.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -124,23 +126,18 @@ RuntimeResult<const RegisteredChecker*> bind_checker(const Capsule& capsule, Obl
     }
     return runtime_error(RuntimeCode::BindingRejected, std::move(message));
   }
+  // The comparison lint, plan and check make (capsule/known_checker.hpp), so the session refuses
+  // exactly what they report.
   const CheckerSpec& spec = checker->spec;
-  if (spec.op != capsule.op || spec.device != capsule.device) {
-    return runtime_error(RuntimeCode::BindingRejected,
-                         str("torch: invalid checker binding: ", subject, ", registered at ", checker->site, " for op `",
-                             to_string(spec.op), "` on device `", to_string(spec.device), "`; expected op `",
-                             to_string(capsule.op), "` on device `", to_string(capsule.device), "`"));
-  }
-  if (spec.coverage != evidence.coverage) {
+  const KnownChecker known{spec.name, spec.op, spec.device, spec.coverage, spec.obligation, {}};
+  const CheckerJudgement judgement = judge_checker_evidence(capsule, obligation, std::span(&known, 1));
+  if (judgement.verdict == CheckerJudgement::Verdict::Mismatch) {
     return runtime_error(RuntimeCode::BindingRejected,
                          str("torch: invalid checker binding: ", subject, " with coverage `",
-                             to_string(evidence.coverage), "`, but the registered checker's coverage is `",
-                             to_string(spec.coverage), "`"));
-  }
-  if (spec.obligation != obligation) {
-    return runtime_error(RuntimeCode::BindingRejected,
-                         str("torch: invalid checker binding: ", subject, ", but the registered checker checks the `",
-                             to_string(spec.obligation), "` obligation"));
+                             to_string(evidence.coverage), "`, registered at ", checker->site, " for op `",
+                             to_string(spec.op), "` on device `", to_string(spec.device), "` (", to_string(spec.obligation),
+                             ") with coverage `", to_string(spec.coverage), "`: ",
+                             join(judgement.disagreements, "; ")));
   }
   return checker;
 }
