@@ -1511,6 +1511,43 @@ TEST_SUITE("libtorch.autograd_boundary") {
     CHECK((*ds)[1].to_vector() == std::vector<double>{3, 3, 6, 6});
   }
 
+  TEST_CASE("norm, index, block and scaled_matmul regions give the plain forward's and adjoint kernel's bits") {
+    // Each region runs the plain forward's ATen computation in functional form, and autograd's
+    // backward is the function the adjoint kernel calls (docs/libtorch.md): same bits, not only
+    // the same bound.
+    const std::vector<Op> ops{Op::LayerNorm, Op::BatchNorm, Op::Gather, Op::ScatterAdd,
+                              Op::Concat,    Op::Slice,     Op::ScaledMatmul};
+    std::uint64_t seed = 2100;
+    std::size_t compared = 0;
+    for (const ParityCase& c : parity_cases()) {
+      if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) continue;
+      for (const DType dtype : {DType::F32, DType::F64}) {
+        CAPTURE(c.name);
+        CAPTURE(to_string(dtype));
+        std::mt19937_64 rng(++seed);
+        std::vector<Tensor> inputs;
+        for (const InputSpec& spec : c.inputs) inputs.push_back(make_input(spec, dtype, rng).value());
+        const HandlerSpec& h = libtorch_handler(c.op);
+        const Tensor plain = h.forward(inputs, c.attrs).value();
+        auto region = h.forward_autograd(inputs, c.attrs, every_input(inputs.size()));
+        REQUIRE_MESSAGE(region.has_value(), region.error().message);
+        CHECK(bytes_of(region->output) == bytes_of(plain));
+        const Tensor grad = make_input({plain.shape().to_vector()}, dtype, rng).value();
+        const std::vector<Tensor> adjoint = h.backward(inputs, plain, grad, c.attrs).value();
+        const std::vector<Tensor> got = region->boundary->vjp(grad).value();
+        REQUIRE(got.size() == adjoint.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          CAPTURE(i);
+          // An input autograd did not reach (an empty norm's affine inputs) is the engine's zeros.
+          const Tensor g = got[i].defined() ? got[i] : Tensor::zeros(inputs[i].shape(), dtype).value();
+          CHECK(bytes_of(g) == bytes_of(adjoint[i]));
+        }
+        ++compared;
+      }
+    }
+    CHECK(compared >= 2 * 30);
+  }
+
   TEST_CASE("norm, index, block and scaled_matmul regions refuse what their plain forwards refuse, with the same "
             "message") {
     const std::int64_t live = libtorch_live_autograd_regions();
