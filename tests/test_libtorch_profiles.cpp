@@ -80,11 +80,13 @@ TEST_SUITE("libtorch.profiles") {
     CHECK(has(plan.out, "libtorch.autograd.conv"));
     CHECK_FALSE(has(plan.out, "provider=reference"));
     CHECK_FALSE(has(plan.out, "vjp=torchlean-tape"));
+    CHECK(has(plan.out, "libtorch.autograd.layer_norm"));
+    CHECK(has(plan.out, "libtorch.autograd.scatter_add"));
     // An op without a LibTorch autograd capsule fails to plan; the reference never stands in.
-    const CliRun missing = run_shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", "layer_norm"});
+    const CliRun missing = run_shipped_cli({"plan", "--profile", "libtorch_autograd_cpu", "--ops", "distill"});
     CHECK(missing.status != 0);
-    CHECK(has(missing.out + missing.err, "layer_norm"));
-    CHECK_FALSE(has(missing.out, "reference.layer_norm"));
+    CHECK(has(missing.out + missing.err, "distill"));
+    CHECK_FALSE(has(missing.out, "reference.distill"));
   }
 
   TEST_CASE("without LibTorch handlers linked, libtorch_cpu loads and its run fails at bind, never falling back") {

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <random>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -423,6 +424,19 @@ std::vector<ParityCase> parity_cases() {
   cases.push_back({"slice axis 0 whole", Op::Slice, {{{3, 2, 2}}}, sliced(0, 0, 3), kExact, kExact});
   cases.push_back({"slice empty range", Op::Slice, {{{4, 5}}}, sliced(-1, 2, 2), kExact, kExact});
   cases.push_back({"slice size-0", Op::Slice, {{{3, 0}}}, sliced(1, 0, 0), kExact, kExact});
+  // scaled_matmul (also in test_libtorch_attention.cpp's own table): both sides sum the same k
+  // products (≤ k·u·Σ|terms| each) and scale once (≤ u·|alpha·Σ| each), so 2·(k + 1)·u·Σ|terms|
+  // ≤ 4·k·u·Σ|terms| for k ≥ 1; the adjoints scale g once and sum n (da) or m (db) products
+  // likewise, so n = max(m, k, n). k = 0 gives alpha·(+0) on both sides.
+  OpAttrs alpha;
+  alpha.alpha = -0.37;
+  cases.push_back({"scaled_matmul 2-d", Op::ScaledMatmul, {{{4, 7}}, {{7, 3}}}, alpha, {Bound::Terms, 4},
+                   {Bound::Terms, 4}, 7});
+  cases.push_back({"scaled_matmul batched", Op::ScaledMatmul, {{{2, 3, 5}}, {{2, 5, 4}}}, alpha, {Bound::Terms, 4},
+                   {Bound::Terms, 4}, 5});
+  cases.push_back({"scaled_matmul size-1", Op::ScaledMatmul, {{{1, 1}}, {{1, 1}}}, alpha, {Bound::Terms, 4},
+                   {Bound::Terms, 4}, 1});
+  cases.push_back({"scaled_matmul k=0", Op::ScaledMatmul, {{{2, 0}}, {{0, 3}}}, alpha, kExact, kExact});
   return cases;
 }
 
@@ -1274,6 +1288,308 @@ TEST_SUITE("libtorch.autograd_vjps") {
         check_region(c, dtype, ++seed, true);
       }
     }
+  }
+}
+
+// External autograd of the normalisations, the index and block ops and scaled_matmul
+// (autograd_formulas_norm_index.cpp): special-value classes, refused differences, payload the
+// region must own, and inputs the engine leaves untracked.
+
+namespace {
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// One region of `op` compared with the reference on hand-made inputs: the output under `fwd`,
+/// then (with `vjps`) every gradient of the boundary's VJP of `grad` under `bwd` (n terms). The
+/// VJP runs either way, as the engine runs it. An input `needs` leaves untracked gets no
+/// gradient; one autograd did not reach is the engine's zeros.
+void expect_region_matches(bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                           const Tensor& grad, Tolerance fwd, Tolerance bwd, std::int64_t n,
+                           const std::vector<bool>& needs) {
+  const Tensor ref = oracle(op).forward(inputs, attrs).value();
+  auto region = libtorch_handler(op).forward_autograd(inputs, attrs, needs);
+  REQUIRE_MESSAGE(region.has_value(), region.error().message);
+  Tensor terms;
+  if (fwd.bound == Bound::Terms) terms = oracle(op).forward(absolute_all(inputs).value(), attrs).value();
+  const std::string miss = compare(region->output, ref, fwd, &terms, n);
+  CHECK_MESSAGE(miss.empty(), to_string(op) << ": " << miss);
+  auto got = region->boundary->vjp(grad);
+  REQUIRE_MESSAGE(got.has_value(), got.error().message);
+  REQUIRE(got->size() == inputs.size());
+  if (!vjps) return;
+  const auto want = oracle(op).backward(inputs, ref, grad, attrs).value();
+  std::vector<Tensor> grad_terms(want.size());
+  if (bwd.bound == Bound::Terms) {
+    grad_terms =
+        oracle(op).backward(absolute_all(inputs).value(), absolute(ref).value(), absolute(grad).value(), attrs).value();
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    if (!needs[i]) {
+      CHECK_FALSE((*got)[i].defined());
+      continue;
+    }
+    Tensor g = (*got)[i];
+    if (!g.defined() && want[i].defined()) g = Tensor::zeros(inputs[i].shape(), inputs[i].dtype()).value();
+    const std::string gmiss = compare(g, want[i], bwd, &grad_terms[i], n);
+    CHECK_MESSAGE(gmiss.empty(), to_string(op) << " gradient " << i << ": " << gmiss);
+  }
+}
+
+std::vector<bool> every_input(std::size_t n) { return std::vector<bool>(n, true); }
+
+Tensor tensor_of(const std::vector<std::int64_t>& dims, DType dtype, const std::vector<double>& values) {
+  return Tensor::from_values(Shape::make(dims).value(), dtype, values).value();
+}
+
+/// `dims` filled with the special-value classes in turn (−0.0, NaN, ±inf and finite values),
+/// starting at `offset`.
+Tensor specials_of(const std::vector<std::int64_t>& dims, DType dtype, std::size_t offset) {
+  const std::vector<double> classes{-0.0, 1, kNan, 2, kInf, -3, -kInf, 0.5, 0.0};
+  const Shape shape = Shape::make(dims).value();
+  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = classes[(i + offset) % classes.size()];
+  return Tensor::from_values(shape, dtype, values).value();
+}
+
+/// layer_norm and batch_norm regions on groups holding NaN, ±inf or one repeated value (rows of
+/// layer_norm, channels of batch_norm), with and without the affine inputs, tracked or not.
+void check_norm_region_specials(bool vjps) {
+  const Tolerance fwd{Bound::Lane, 4};
+  const Tolerance bwd{Bound::Lane, 8};
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    CAPTURE(to_string(dtype));
+    const Tensor x = tensor_of({4, 3}, dtype, {1, kNan, 2, kInf, 0, 1, 3, 3, 3, -kInf, 1, kInf});
+    const Tensor gamma = tensor_of({3}, dtype, {0.5, -2, 1.5});
+    const Tensor beta = tensor_of({3}, dtype, {-0.0, 1, 0.25});
+    const Tensor g = tensor_of({4, 3}, dtype, {0.5, -1, 2, 0.75, -0.0, 1, 0.5, -0.5, 3, 1, 1, -2});
+    for (const Op op : {Op::LayerNorm, Op::BatchNorm}) {
+      CAPTURE(to_string(op));
+      expect_region_matches(vjps, op, {x}, {}, g, fwd, bwd, 12, every_input(1));
+      expect_region_matches(vjps, op, {x, gamma, beta}, {}, g, fwd, bwd, 12, every_input(3));
+    }
+    // A finite [n, c, h, w] batch with a constant channel; the affine inputs tracked or not.
+    const Tensor images = tensor_of({2, 2, 1, 3}, dtype, {1, -0.0, 4, 2, 2, 2, -3, 0.5, 7, 2, 2, 2});
+    const Tensor scale = tensor_of({2}, dtype, {1.5, -1});
+    const Tensor shift = tensor_of({2}, dtype, {0.5, 0});
+    const Tensor gi = tensor_of({2, 2, 1, 3}, dtype, {1, -1, 0.5, 2, 0.25, -3, 1, 1, -0.5, 2, 0, 1});
+    expect_region_matches(vjps, Op::BatchNorm, {images, scale, shift}, {}, gi, fwd, bwd, 12, {true, false, true});
+    expect_region_matches(vjps, Op::BatchNorm, {images, scale, shift}, {}, gi, fwd, bwd, 12, {false, true, false});
+    expect_region_matches(vjps, Op::LayerNorm, {images, tensor_of({3}, dtype, {1, 2, -1}), Tensor()}, {}, gi, fwd,
+                          bwd, 12, {true, true, false});
+  }
+}
+
+/// gather, scatter_add, concat and slice regions on NaN, ±inf and −0.0. Repeated indices make
+/// the gradients add up (inf + −inf = NaN, −0 + −0 = −0) in position order, bit for bit.
+void check_index_region_specials(bool vjps) {
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    CAPTURE(to_string(dtype));
+    const Tensor x = tensor_of({2, 4}, dtype, {kNan, -0.0, kInf, -kInf, 1, -0.0, 2.5, 0.0});
+    OpAttrs gather;
+    gather.axis = 1;
+    gather.indices = {1, 3, 1, 2, 1};
+    const Tensor gg = tensor_of({2, 5}, dtype, {-0.0, kInf, -0.0, 1, -0.0, kInf, 1, -kInf, kNan, 0.5});
+    expect_region_matches(vjps, Op::Gather, {x}, gather, gg, kExact, kExact, 1, every_input(1));
+    OpAttrs scatter;
+    scatter.axis = 0;
+    scatter.indices = {1, 1, 0};
+    const Tensor src = tensor_of({3, 4}, dtype, {-0.0, -kInf, 1, kInf, -0.0, 1, -0.0, kNan, 3, -0.0, -0.0, 2});
+    const Tensor gs = tensor_of({2, 4}, dtype, {-0.0, kInf, kNan, 1, 2, -kInf, -0.0, 0.0});
+    expect_region_matches(vjps, Op::ScatterAdd, {x, src}, scatter, gs, kExact, kExact, 1, every_input(2));
+    expect_region_matches(vjps, Op::ScatterAdd, {x, src}, scatter, gs, kExact, kExact, 1, {false, true});
+    // Three inputs, the middle one untracked: only the others get their block of the gradient.
+    const Tensor tail = tensor_of({2, 1}, dtype, {-0.0, kNan});
+    expect_region_matches(vjps, Op::Concat, {x, tail, x}, with_axis(-1), specials_of({2, 9}, dtype, 0), kExact, kExact,
+                          1, {true, false, true});
+    expect_region_matches(vjps, Op::Concat, {tail, x}, with_axis(1), specials_of({2, 5}, dtype, 3), kExact, kExact, 1,
+                          every_input(2));
+    OpAttrs slice;
+    slice.axis = 1;
+    slice.start = 1;
+    slice.end = 3;
+    expect_region_matches(vjps, Op::Slice, {x}, slice, specials_of({2, 2}, dtype, 5), kExact, kExact, 1,
+                          every_input(1));
+  }
+}
+
+/// scaled_matmul regions whose rows and columns hold NaN, ±inf and −0.0 (IEEE through the dot
+/// product on both sides: 0·inf and inf − inf are NaN), and a k = 0 product (alpha·(+0)).
+void check_scaled_matmul_region_specials(bool vjps) {
+  OpAttrs alpha;
+  alpha.alpha = -0.5;
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    CAPTURE(to_string(dtype));
+    const Tensor a = tensor_of({3, 2}, dtype, {1, kNan, kInf, 2, -0.0, 0.5});
+    const Tensor b = tensor_of({2, 3}, dtype, {1, 0.0, -2, 3, 1, -0.0});
+    expect_region_matches(vjps, Op::ScaledMatmul, {a, b}, alpha, specials_of({3, 3}, dtype, 1), {Bound::Terms, 4},
+                          {Bound::Terms, 4}, 3, every_input(2));
+    const Tensor none_a = Tensor::zeros(Shape::make({2, 0}).value(), dtype).value();
+    const Tensor none_b = Tensor::zeros(Shape::make({0, 3}).value(), dtype).value();
+    expect_region_matches(vjps, Op::ScaledMatmul, {none_a, none_b}, alpha, specials_of({2, 3}, dtype, 0), kExact,
+                          kExact, 1, every_input(2));
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("libtorch.autograd_values") {
+  TEST_CASE("layer_norm and batch_norm regions on NaN, infinite or constant groups match the reference") {
+    check_norm_region_specials(false);
+  }
+  TEST_CASE("gather, scatter_add, concat and slice regions move NaN, infinities and -0.0 bit for bit") {
+    check_index_region_specials(false);
+  }
+  TEST_CASE("scaled_matmul regions on NaN, infinities, -0.0 and k = 0 match the reference") {
+    check_scaled_matmul_region_specials(false);
+  }
+}
+
+TEST_SUITE("libtorch.autograd_vjps") {
+  TEST_CASE("layer_norm and batch_norm boundaries on NaN, infinite or constant groups match the reference's adjoint") {
+    check_norm_region_specials(true);
+  }
+  TEST_CASE("gather, scatter_add, concat and slice boundaries route NaN, infinities and -0.0 as the reference") {
+    check_index_region_specials(true);
+  }
+  TEST_CASE("scaled_matmul boundaries on NaN, infinities, -0.0 and k = 0 match the reference's adjoint") {
+    check_scaled_matmul_region_specials(true);
+  }
+}
+
+TEST_SUITE("libtorch.autograd_boundary") {
+  TEST_CASE("a norm region refuses a finite group whose variance overflows ATen's accumulation, and keeps no graph") {
+    const std::int64_t live = libtorch_live_autograd_regions();
+    const Tensor x = tensor_of({2, 4}, DType::F32, {1e20, -1e20, 1e20, 0, 1, 2, 3, 4});
+    REQUIRE(oracle(Op::LayerNorm).forward(std::vector<Tensor>{x}, {}).has_value());
+    const auto refused = libtorch_handler(Op::LayerNorm).forward_autograd(std::vector<Tensor>{x}, {}, {true});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == RuntimeCode::InvalidArgument);
+    CHECK(testing::has(refused.error().message, "overflows in ATen's accumulation"));
+    const Tensor y = tensor_of({4, 1}, DType::F64, {1e200, -1e200, 1e200, 0});
+    const auto bn = libtorch_handler(Op::BatchNorm).forward_autograd(std::vector<Tensor>{y}, {}, {true});
+    REQUIRE_FALSE(bn.has_value());
+    CHECK(testing::has(bn.error().message, "overflows in ATen's accumulation"));
+    CHECK(libtorch_live_autograd_regions() == live);
+  }
+
+  TEST_CASE("gather and scatter_add regions own a counted copy of their indices, which the payload need not outlive") {
+    const Tensor x = tensor_of({2, 3}, DType::F64, {1, 2, 3, 4, 5, 6});
+    const Tensor src = tensor_of({2, 2}, DType::F64, {10, 20, 30, 40});
+    const Tensor g = tensor_of({2, 2}, DType::F64, {1, 2, 3, 4});
+    std::unique_ptr<AutogradBoundary> gather_boundary;
+    std::unique_ptr<AutogradBoundary> scatter_boundary;
+    {
+      auto attrs = std::make_unique<OpAttrs>();
+      attrs->axis = 1;
+      attrs->indices = {2, 2};
+      const std::uint64_t gathers = libtorch_conversion_copies(Op::Gather);
+      auto gathered = libtorch_handler(Op::Gather).forward_autograd(std::vector<Tensor>{x}, *attrs, {true});
+      REQUIRE(gathered.has_value());
+      CHECK(libtorch_conversion_copies(Op::Gather) == gathers + 1);
+      CHECK(gathered->output.to_vector() == std::vector<double>{3, 3, 6, 6});
+      gather_boundary = std::move(gathered->boundary);
+      const std::uint64_t scatters = libtorch_conversion_copies(Op::ScatterAdd);
+      auto scattered = libtorch_handler(Op::ScatterAdd).forward_autograd(std::vector<Tensor>{x, src}, *attrs,
+                                                                         {true, true});
+      REQUIRE(scattered.has_value());
+      CHECK(libtorch_conversion_copies(Op::ScatterAdd) == scatters + 1);
+      CHECK(scattered->output.to_vector() == std::vector<double>{1, 2, 33, 4, 5, 76});
+      scatter_boundary = std::move(scattered->boundary);
+      // The caller's payload changes and goes away before the VJPs run.
+      attrs->indices = {0, 1};
+      attrs.reset();
+    }
+    auto dx = gather_boundary->vjp(g);
+    REQUIRE(dx.has_value());
+    CHECK((*dx)[0].to_vector() == std::vector<double>{0, 0, 3, 0, 0, 7});
+    const Tensor gy = tensor_of({2, 3}, DType::F64, {1, 2, 3, 4, 5, 6});
+    auto ds = scatter_boundary->vjp(gy);
+    REQUIRE(ds.has_value());
+    CHECK((*ds)[0].to_vector() == gy.to_vector());
+    CHECK((*ds)[1].to_vector() == std::vector<double>{3, 3, 6, 6});
+  }
+
+  TEST_CASE("norm, index, block and scaled_matmul regions give the plain forward's and adjoint kernel's bits") {
+    // Each region runs the plain forward's ATen computation in functional form, and autograd's
+    // backward is the function the adjoint kernel calls (docs/libtorch.md): same bits, not only
+    // the same bound.
+    const std::vector<Op> ops{Op::LayerNorm, Op::BatchNorm, Op::Gather, Op::ScatterAdd,
+                              Op::Concat,    Op::Slice,     Op::ScaledMatmul};
+    std::uint64_t seed = 2100;
+    std::size_t compared = 0;
+    for (const ParityCase& c : parity_cases()) {
+      if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) continue;
+      for (const DType dtype : {DType::F32, DType::F64}) {
+        CAPTURE(c.name);
+        CAPTURE(to_string(dtype));
+        std::mt19937_64 rng(++seed);
+        std::vector<Tensor> inputs;
+        for (const InputSpec& spec : c.inputs) inputs.push_back(make_input(spec, dtype, rng).value());
+        const HandlerSpec& h = libtorch_handler(c.op);
+        const Tensor plain = h.forward(inputs, c.attrs).value();
+        auto region = h.forward_autograd(inputs, c.attrs, every_input(inputs.size()));
+        REQUIRE_MESSAGE(region.has_value(), region.error().message);
+        CHECK(bytes_of(region->output) == bytes_of(plain));
+        const Tensor grad = make_input({plain.shape().to_vector()}, dtype, rng).value();
+        const std::vector<Tensor> adjoint = h.backward(inputs, plain, grad, c.attrs).value();
+        const std::vector<Tensor> got = region->boundary->vjp(grad).value();
+        REQUIRE(got.size() == adjoint.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          CAPTURE(i);
+          // An input autograd did not reach (an empty norm's affine inputs) is the engine's zeros.
+          const Tensor g = got[i].defined() ? got[i] : Tensor::zeros(inputs[i].shape(), dtype).value();
+          CHECK(bytes_of(g) == bytes_of(adjoint[i]));
+        }
+        ++compared;
+      }
+    }
+    CHECK(compared >= 2 * 30);
+  }
+
+  TEST_CASE("norm, index, block and scaled_matmul regions refuse what their plain forwards refuse, with the same "
+            "message") {
+    const std::int64_t live = libtorch_live_autograd_regions();
+    const Tensor x = tensor_of({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6});
+    const Tensor other = tensor_of({3, 2}, DType::F32, {1, 2, 3, 4, 5, 6});
+    const Tensor vec = tensor_of({3}, DType::F32, {1, 2, 3});
+    OpAttrs out_of_range;
+    out_of_range.axis = 1;
+    out_of_range.indices = {0, 3};
+    OpAttrs past_end;
+    past_end.axis = 1;
+    past_end.start = 1;
+    past_end.end = 4;
+    OpAttrs negative_eps;
+    negative_eps.eps = -1.0;
+    OpAttrs infinite_alpha;
+    infinite_alpha.alpha = kInf;
+    struct Bad {
+      Op op;
+      std::vector<Tensor> inputs;
+      OpAttrs attrs;
+    };
+    const std::vector<Bad> bad{{Op::Gather, {x}, out_of_range},
+                               {Op::ScatterAdd, {x, x}, out_of_range},
+                               {Op::Slice, {x}, past_end},
+                               {Op::Concat, {x, other}, with_axis(0)},
+                               {Op::Concat, {}, with_axis(0)},
+                               {Op::LayerNorm, {x}, negative_eps},
+                               {Op::LayerNorm, {x, other}, {}},
+                               {Op::BatchNorm, {vec}, {}},
+                               {Op::ScaledMatmul, {x, other}, infinite_alpha},
+                               {Op::ScaledMatmul, {x, x}, {}}};
+    for (const Bad& b : bad) {
+      CAPTURE(to_string(b.op));
+      const auto plain = libtorch_handler(b.op).forward(b.inputs, b.attrs);
+      const auto region = libtorch_handler(b.op).forward_autograd(b.inputs, b.attrs, every_input(b.inputs.size()));
+      REQUIRE_FALSE(plain.has_value());
+      REQUIRE_FALSE(region.has_value());
+      CHECK(region.error().code == plain.error().code);
+      CHECK(region.error().message == plain.error().message);
+    }
+    CHECK(libtorch_live_autograd_regions() == live);
   }
 }
 

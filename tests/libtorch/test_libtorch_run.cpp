@@ -2,14 +2,18 @@
 // The shipped data with the LibTorch handlers linked into the CLI: lint finds a handler for every
 // LibTorch CPU capsule; the MLP trains on LibTorch capsules under libtorch_cpu, the report naming
 // them, the boundary copies and the provider's fingerprint; the CNN trains under
-// libtorch_autograd_cpu with LibTorch autograd owning each call's backward, tracking checked_cpu.
+// libtorch_autograd_cpu with LibTorch autograd owning each call's backward, tracking checked_cpu;
+// a session backpropagates through the norm, index, block and scaled_matmul regions.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "capsule/handlers/libtorch.hpp"
+#include "capsule/handlers/reference.hpp"
+#include "capsule/runtime/session.hpp"
 #include "test_support.hpp"
 
 using capsule::testing::CliRun;
@@ -31,6 +35,55 @@ std::vector<double> json_losses(const std::string& out) {
     if (at < out.size() && out[at] == ',') ++at;
   }
   return losses;
+}
+
+/// The gradients of x, gamma, beta and w through layer_norm, batch_norm, gather, concat, slice,
+/// scatter_add, scaled_matmul and reduce_sum under `profile`; `uses` gets the capsules used.
+std::vector<capsule::Tensor> norm_index_gradients(const char* profile, std::vector<capsule::CapsuleUse>* uses) {
+  using namespace capsule;
+  static const HandlerRegistry handlers = [] {
+    HandlerRegistry r;
+    REQUIRE(register_reference_handlers(r).has_value());
+    REQUIRE(register_libtorch_handlers(r).has_value());
+    return r;
+  }();
+  SessionOptions options;
+  options.profile = profile;
+  auto opened = Session::open(testing::shipped(), handlers, options);
+  REQUIRE_MESSAGE(opened.has_value(), opened.error().message);
+  Session& s = *opened;
+  auto tensor = [](std::vector<std::int64_t> dims, std::vector<double> v) {
+    return Tensor::from_values(Shape::make(dims).value(), DType::F64, v).value();
+  };
+  const Var x = s.parameter(tensor({2, 3}, {0.5, -1.25, 2, 3, 0.75, -0.5}));
+  const Var gamma = s.parameter(tensor({3}, {1.5, -0.5, 2}));
+  const Var beta = s.parameter(tensor({3}, {0.25, 0, -1}));
+  const Var w = s.parameter(tensor({3, 2}, {1, -2, 0.5, 3, -1.5, 0.25}));
+  auto call = [&](Op op, std::initializer_list<Var> in, const OpAttrs& attrs = {}) {
+    auto y = s.call(op, in, attrs);
+    REQUIRE_MESSAGE(y.has_value(), y.error().message);
+    return *y;
+  };
+  OpAttrs columns;
+  columns.axis = 1;
+  OpAttrs gather = columns;
+  gather.indices = {2, 0, 2};
+  OpAttrs slice = columns;
+  slice.start = 1;
+  slice.end = 3;
+  OpAttrs scatter = columns;
+  scatter.indices = {1, 1};
+  OpAttrs alpha;
+  alpha.alpha = 0.5;
+  const Var h = call(Op::LayerNorm, {x, gamma, beta});
+  const Var b = call(Op::BatchNorm, {h});
+  const Var joined = call(Op::Concat, {b, call(Op::Gather, {b}, gather)}, columns);
+  const Var added = call(Op::ScatterAdd, {x, call(Op::Slice, {joined}, slice)}, scatter);
+  const Var loss = call(Op::ReduceSum, {call(Op::ScaledMatmul, {added, w}, alpha)});
+  auto grads = s.backward(loss);
+  REQUIRE_MESSAGE(grads.has_value(), grads.error().message);
+  *uses = s.capsules_used();
+  return {grads->of(x), grads->of(gamma), grads->of(beta), grads->of(w)};
 }
 
 }  // namespace
@@ -122,5 +175,37 @@ TEST_SUITE("libtorch.run") {
     }
     // A falling loss: the run's last loss is well below its first.
     CHECK(got.back() < 0.1 * got.front());
+  }
+
+  TEST_CASE("layer_norm, batch_norm, gather, concat, slice, scatter_add and scaled_matmul backpropagate through LibTorch "
+            "autograd boundaries with the reference's gradients") {
+    capsule::set_libtorch_threads(1);
+    const std::int64_t live = capsule::libtorch_live_autograd_regions();
+    std::vector<capsule::CapsuleUse> autograd_uses;
+    std::vector<capsule::CapsuleUse> reference_uses;
+    const auto autograd = norm_index_gradients("libtorch_autograd_cpu", &autograd_uses);
+    const auto reference = norm_index_gradients("checked_cpu", &reference_uses);
+    CHECK(capsule::libtorch_live_autograd_regions() == live);  // every graph freed at its VJP
+    REQUIRE(autograd.size() == reference.size());
+    for (std::size_t i = 0; i < autograd.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(autograd[i].defined());
+      const std::vector<double> got = autograd[i].to_vector();
+      const std::vector<double> want = reference[i].to_vector();
+      REQUIRE(got.size() == want.size());
+      // float64, eight ops of a few terms each: the parity bounds (k·n·u per op) stay far below 1e-12.
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        CHECK(std::abs(got[k] - want[k]) <= 1e-12 * std::max(1.0, std::abs(want[k])));
+      }
+    }
+    std::size_t boundaries = 0;
+    for (const capsule::CapsuleUse& use : autograd_uses) {
+      CAPTURE(use.capsule->name);
+      CHECK(use.capsule->name.starts_with("libtorch.autograd."));
+      CHECK(use.autograd_runtime == "LibTorch autograd");
+      CHECK(use.boundary_regions == use.boundary_vjps);
+      boundaries += use.boundary_regions;
+    }
+    CHECK(boundaries == 8);  // one region per taped call, eight calls
   }
 }

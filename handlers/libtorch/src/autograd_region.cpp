@@ -53,6 +53,7 @@
 #include <memory>
 #include <numbers>
 
+#include "autograd_formulas_norm_index.hpp"
 #include "boundary.hpp"
 #include "windows.hpp"
 
@@ -208,6 +209,7 @@ RuntimeResult<std::vector<std::int64_t>> reduced_dims(Op op, const OpAttrs& attr
 }
 
 RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
+  if (has_norm_index_formula(op)) return check_norm_index_region(op, inputs, attrs);
   const std::string name(to_string(op));
   switch (op) {
     case Op::Add:
@@ -339,6 +341,7 @@ at::Tensor normal_cdf(const at::Tensor& x) { return at::mul(at::erfc(at::mul(at:
 /// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
 /// as they are; adopt_result copies them into storage of their own.
 RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {
+  if (has_norm_index_formula(op)) return norm_index_formula(op, in, ours, attrs);  // autograd_formulas_norm_index.cpp
   switch (op) {
     case Op::Add: return at::add(in[0], in[1]);
     case Op::Sub: return at::sub(in[0], in[1]);
@@ -509,6 +512,13 @@ AutogradForwardKernel autograd_forward_for(Op op) {
     CAPSULE_LIBTORCH_REGION(Op::Reshape)
     CAPSULE_LIBTORCH_REGION(Op::Permute)
     CAPSULE_LIBTORCH_REGION(Op::Broadcast)
+    CAPSULE_LIBTORCH_REGION(Op::LayerNorm)
+    CAPSULE_LIBTORCH_REGION(Op::BatchNorm)
+    CAPSULE_LIBTORCH_REGION(Op::Gather)
+    CAPSULE_LIBTORCH_REGION(Op::ScatterAdd)
+    CAPSULE_LIBTORCH_REGION(Op::Concat)
+    CAPSULE_LIBTORCH_REGION(Op::Slice)
+    CAPSULE_LIBTORCH_REGION(Op::ScaledMatmul)
 #undef CAPSULE_LIBTORCH_REGION
     default: return nullptr;
   }

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd_formulas_norm_index.hpp"
 #include "boundary.hpp"
 #include "sdpa_shim.hpp"
 
@@ -120,6 +121,8 @@ Grads hard_masked_softmax_backward(Inputs inputs, const Tensor& output, const Te
 // scaled_matmul (a, b; alpha) and softmax_matmul (a, b): a [.., m, k], b [.., k, n] of one rank
 // >= 2 with equal leading dims.
 
+}  // namespace
+
 RuntimeResult<std::vector<std::int64_t>> expect_product(std::string_view op, Inputs inputs) {
   CAPSULE_CHECK(expect_inputs(op, inputs, 2, 2));
   const Tensor& a = inputs[0];
@@ -140,6 +143,8 @@ RuntimeStatus expect_finite_alpha(const OpAttrs& attrs) {
   return runtime_error(RuntimeCode::InvalidArgument,
                        str("scaled_matmul: alpha is ", attrs.alpha, "; expected a finite number"));
 }
+
+namespace {
 
 /// alpha·(a·b): the product, then one scaling of each element, as the reference rounds it.
 RuntimeResult<Tensor> scaled_matmul_forward(Inputs inputs, const OpAttrs& attrs) {

@@ -32,6 +32,7 @@
 #include <cmath>
 #include <memory>
 
+#include "autograd_formulas_norm_index.hpp"
 #include "boundary.hpp"
 
 namespace capsule::libtorch {
@@ -47,11 +48,7 @@ c10::optional<at::Tensor> optional_input(Inputs inputs, std::size_t i) {
 // beta [c]?) with the batch's statistics and biased variance (training mode without running
 // statistics: the reference has none, so neither does this handler).
 
-struct NormPlan {
-  bool per_channel = false;  ///< batch_norm
-  double eps = 1e-5;
-  std::int64_t features = 0;  ///< layer_norm: the last axis; batch_norm: the channels
-};
+}  // namespace
 
 RuntimeResult<NormPlan> norm_plan(Op op, Inputs inputs, const OpAttrs& attrs) {
   const std::string name(to_string(op));
@@ -86,6 +83,8 @@ RuntimeResult<NormPlan> norm_plan(Op op, Inputs inputs, const OpAttrs& attrs) {
   return plan;
 }
 
+namespace {
+
 /// What the forward keeps for the adjoint: ATen's statistics, as its backward wants them.
 struct NormState final : SavedState {
   at::Tensor mean;
@@ -97,6 +96,8 @@ at::Tensor grouped(const at::Tensor& x, bool per_channel) {
   if (!per_channel) return x.reshape({-1, x.size(-1)});
   return x.transpose(0, 1).reshape({x.size(1), -1});
 }
+
+}  // namespace
 
 /// ATen accumulates a group's squared deviations in the element type (layer_norm in float32;
 /// batch_norm in double, which a float64 group can still overflow). A finite group whose sum
@@ -115,6 +116,8 @@ RuntimeStatus expect_finite_variance(Op op, const at::Tensor& x, const at::Tenso
   }
   return std::monostate{};
 }
+
+namespace {
 
 /// Runs ATen's forward into `out` and returns its statistics.
 RuntimeResult<std::unique_ptr<NormState>> norm_into(Op op, Inputs inputs, const NormPlan& plan, at::Tensor& out) {
@@ -220,6 +223,8 @@ Grads norm_backward(Inputs inputs, const Tensor& output, const Tensor& grad, con
 // ---------------------------------------------------------------------------------------------
 // gather (x) and scatter_add (base, src) along attrs.axis at attrs.indices.
 
+}  // namespace
+
 /// The payload indices as an ATen kLong tensor over their own storage (no copy).
 at::Tensor index_tensor(const OpAttrs& attrs) {
   auto* data = const_cast<std::int64_t*>(attrs.indices.data());
@@ -243,6 +248,8 @@ RuntimeResult<std::size_t> index_axis(Op op, const Tensor& indexed, const OpAttr
   }
   return axis;
 }
+
+namespace {
 
 std::vector<std::int64_t> indexed_dims(const Tensor& indexed, std::size_t axis, const OpAttrs& attrs) {
   std::vector<std::int64_t> dims = indexed.shape().to_vector();
@@ -275,6 +282,8 @@ Grads gather_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
   });
 }
 
+}  // namespace
+
 RuntimeResult<std::size_t> scatter_axis(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs("scatter_add", inputs, 2, 2));
   CAPSULE_TRY(std::size_t axis, index_axis(Op::ScatterAdd, inputs[0], attrs));
@@ -288,6 +297,8 @@ RuntimeResult<std::size_t> scatter_axis(Inputs inputs, const OpAttrs& attrs) {
   }
   return axis;
 }
+
+namespace {
 
 RuntimeResult<Tensor> scatter_add_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(std::size_t axis, scatter_axis(inputs, attrs));
@@ -316,6 +327,8 @@ Grads scatter_add_backward(Inputs inputs, const Tensor& output, const Tensor& gr
 // ---------------------------------------------------------------------------------------------
 // concat (x0, x1, ..) along attrs.axis and slice (x) [start, end) along attrs.axis.
 
+}  // namespace
+
 /// Equal ranks and equal dims off the axis (ATen would also accept a legacy 1-D empty operand of
 /// any other shape; the contract does not). Returns the axis and the output dims.
 RuntimeResult<std::pair<std::size_t, std::vector<std::int64_t>>> concat_plan(Inputs inputs, const OpAttrs& attrs) {
@@ -341,6 +354,8 @@ RuntimeResult<std::pair<std::size_t, std::vector<std::int64_t>>> concat_plan(Inp
   }
   return std::pair{axis, dims};
 }
+
+namespace {
 
 RuntimeResult<Tensor> concat_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(auto plan, concat_plan(inputs, attrs));
@@ -376,6 +391,8 @@ Grads concat_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
   });
 }
 
+}  // namespace
+
 RuntimeResult<std::size_t> slice_axis(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs("slice", inputs, 1, 1));
   const Tensor& x = inputs[0];
@@ -389,6 +406,8 @@ RuntimeResult<std::size_t> slice_axis(Inputs inputs, const OpAttrs& attrs) {
   }
   return axis;
 }
+
+namespace {
 
 /// ATen's slice is a view of x; it is copied into a contiguous output of ours.
 RuntimeResult<Tensor> slice_forward(Inputs inputs, const OpAttrs& attrs) {
