@@ -635,6 +635,30 @@ TEST_SUITE("libtorch.autograd_boundary") {
       session->clear_tape();
     }
   }
+
+  TEST_CASE("the SDPA region refuses an edge-wise product above its limit instead of allocating it") {
+    // batch·n·m·dv = 2048·2048·33 > 2^27 while every input stays small: a NaN in v and the causal
+    // mask would need the edge-wise form; the region says so before allocating anything that large.
+    const DType t = DType::F32;
+    const Tensor q = Tensor::zeros(Shape::make({1, 2048, 1}).value(), t).value();
+    const Tensor k = Tensor::zeros(Shape::make({1, 2048, 1}).value(), t).value();
+    std::vector<double> values(2048 * 33, 0.5);
+    values[7] = kNaN;
+    const Tensor v = tensor({1, 2048, 33}, t, values);
+    const std::int64_t live = libtorch_live_autograd_regions();
+    const auto refused = lib(Op::ScaledDotProductAttention)
+                             .forward_autograd(std::vector<Tensor>{q, k, v}, attention_attrs(0, true), {true, true, true});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == RuntimeCode::InvalidArgument);
+    CHECK(testing::has(refused.error().message, "above its limit of 134217728"));
+    CHECK_FALSE(testing::has(refused.error().message, "\n"));
+    CHECK(libtorch_live_autograd_regions() == live);
+    // A finite v of the same shape takes one matmul and runs.
+    const Tensor finite = Tensor::full(v.shape(), t, 0.5).value();
+    const auto runs = lib(Op::ScaledDotProductAttention)
+                          .forward_autograd(std::vector<Tensor>{q, k, finite}, attention_attrs(0, true), {true, true, true});
+    CHECK(runs.has_value());
+  }
 }
 
 TEST_SUITE("libtorch.boundary") {

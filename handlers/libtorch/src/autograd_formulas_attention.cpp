@@ -17,6 +17,8 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
 
+#include <cstdint>
+
 #include "attention_contracts.hpp"
 
 namespace capsule::libtorch {
@@ -34,6 +36,10 @@ at::Tensor masked_edge_sum(const at::Tensor& w, const at::Tensor& allowed, const
   return at::sum(at::where(allowed.unsqueeze(-1), products, zero_like_scalar(v)), {2});
 }
 
+/// The most elements the edge-wise product may take (2^27: 512 MiB in float32, 1 GiB in float64),
+/// so that an input crafted with a non-finite v cannot make one call allocate without bound.
+constexpr std::int64_t kEdgeProductLimit = std::int64_t{1} << 27;
+
 RuntimeResult<at::Tensor> attention(const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {
   CAPSULE_TRY(const Attention p, plan_attention(ours, attrs));
   AttentionViews a;
@@ -41,9 +47,19 @@ RuntimeResult<at::Tensor> attention(const std::vector<at::Tensor>& in, Inputs ou
   a.k = in[1].reshape({p.batch, p.m, p.d});
   a.v = in[2].reshape({p.batch, p.m, p.dv});
   a.allowed = attention_allowed(p, ours, attrs);
+  const bool edge_wise = a.allowed.defined() && has_non_finite(a.v);
+  // In double: the product of four int64 dims may overflow int64, never a double's range here.
+  const double edges = double(p.batch) * double(p.n) * double(p.m) * double(p.dv);
+  if (edge_wise && edges > static_cast<double>(kEdgeProductLimit)) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str("scaled_dot_product_attention: v holds a NaN or infinity and a mask or the causal flag "
+                             "blocks keys, so the autograd region must form every allowed edge's product (batch·n·m·dv "
+                             "= ",
+                             edges, " elements), above its limit of ", kEdgeProductLimit,
+                             "; expected a finite v or a smaller call (docs/libtorch.md, \"External autograd\")"));
+  }
   const at::Tensor w = attention_weights(p, a);
-  const at::Tensor out = a.allowed.defined() && has_non_finite(a.v) ? masked_edge_sum(w, a.allowed, a.v)
-                                                                     : at::matmul(w, a.v);
+  const at::Tensor out = edge_wise ? masked_edge_sum(w, a.allowed, a.v) : at::matmul(w, a.v);
   return out.reshape(p.out_dims);
 }
 
