@@ -526,7 +526,11 @@ TEST_SUITE("libtorch.autograd_values") {
   }
 }
 
+// As for the plain suites, each region case runs forward and VJP together, so both suites run the
+// whole table; a forward miss and a VJP miss are reported apart.
 TEST_SUITE("libtorch.autograd_vjps") {
+  TEST_CASE("attention-family autograd VJPs match the reference (random, masks, edge shapes)") { run_region_cases(false); }
+  TEST_CASE("attention-family autograd VJPs keep TorchLean's mask semantics on special values") { run_region_cases(true); }
   TEST_CASE("attention-family autograd VJPs: blocked entries take exactly 0, blocked rows give zeros") {
     std::mt19937_64 rng(9400);
     for (const DType t : {DType::F32, DType::F64}) {
