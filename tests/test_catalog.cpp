@@ -37,7 +37,7 @@ TEST_SUITE("catalog") {
     CHECK(module_named("attention").capsules.size() == 2);
     CHECK(module_named("libtorch").capsules.size() == 2);
     CHECK(module_named("libtorch-cpu").capsules.size() == 50);
-    CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 42);
+    CHECK(module_named("libtorch-autograd-cpu").capsules.size() == 48);
     CHECK(module_named("libtorch-checked-cpu").capsules.size() == 10);
     CHECK(shipped().profiles.size() == 18);
     for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",

@@ -1256,6 +1256,30 @@ void check_region(const ParityCase& c, DType dtype, std::uint64_t seed, bool vjp
   }
 }
 
+/// One special-value region of a pointwise op: x and g given element by element; the region's
+/// output and gradient are compared with the reference under the op's parity bounds (non-finite
+/// results exactly), and the region's gradient is returned for the caller's own assertions.
+Tensor check_region_special(Op op, const OpAttrs& attrs, DType dtype, const std::vector<double>& x,
+                            const std::vector<double>& g) {
+  CAPTURE(to_string(op));
+  CAPTURE(to_string(dtype));
+  const auto n = static_cast<std::int64_t>(x.size());
+  const Tensor in = Tensor::from_values(Shape::make({n}).value(), dtype, x).value();
+  const Tensor grad = Tensor::from_values(Shape::make({n}).value(), dtype, g).value();
+  const std::vector<Tensor> inputs{in};
+  const Tensor ref = oracle(op).forward(inputs, attrs).value();
+  auto region = libtorch_handler(op).forward_autograd(inputs, attrs, {true});
+  REQUIRE_MESSAGE(region.has_value(), region.error().message);
+  const std::string miss = compare(region->output, ref, pointwise_tolerance(op, false), nullptr, 1);
+  CHECK_MESSAGE(miss.empty(), "forward: " << miss);
+  const auto got = region->boundary->vjp(grad);
+  REQUIRE_MESSAGE(got.has_value(), got.error().message);
+  const auto want = oracle(op).backward(inputs, ref, grad, attrs).value();
+  const std::string gmiss = compare((*got)[0], want[0], pointwise_tolerance(op, true), nullptr, 1);
+  CHECK_MESSAGE(gmiss.empty(), "gradient: " << gmiss);
+  return (*got)[0];
+}
+
 const testing::SuiteCoverage kAutogradValueCoverage{"libtorch.autograd_values", Obligation::Value, Provider::Libtorch,
                                                     Device::Cpu, autograd_ops};
 const testing::SuiteCoverage kAutogradVjpCoverage{"libtorch.autograd_vjps", Obligation::Vjp, Provider::Libtorch,
@@ -1593,6 +1617,65 @@ TEST_SUITE("libtorch.autograd_boundary") {
   }
 }
 
+TEST_SUITE("libtorch.autograd_vjps") {
+  TEST_CASE("autograd regions of clamp, safe_log, softplus and silu give the reference's adjoint at ties, floors, NaN and large |x|") {
+    constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      // Every special-value class with g = 0.75 (±1 and 2.5 sit on or beyond clamp's bounds).
+      OpAttrs unit;
+      unit.lo = -1.0;
+      unit.hi = 1.0;
+      const std::vector<double> s = special_values(dtype);
+      const std::vector<double> g075(s.size(), 0.75);
+      for (const Op op : {Op::Clamp, Op::SafeLog, Op::Softplus, Op::Silu}) (void)check_region_special(op, unit, dtype, s, g075);
+
+      // clamp: both bounds pass g (ties), a clamped point takes exactly +0 whatever g holds (NaN,
+      // inf), the slope at NaN is NaN (autograd's `where` chain alone would pass g there).
+      OpAttrs clamp;
+      clamp.lo = -1.0;
+      clamp.hi = 0.5;
+      const Tensor dclamp = check_region_special(Op::Clamp, clamp, dtype, {-1, 0.5, -1.5, 0.7, nan, -0.0, inf, -inf},
+                                                 {2, 3, nan, inf, 1, -0.5, 1, 1});
+      const std::vector<double> c = dclamp.to_vector();
+      CHECK(c[0] == 2);
+      CHECK(c[1] == 3);
+      CHECK((c[2] == 0 && !std::signbit(c[2])));
+      CHECK((c[3] == 0 && !std::signbit(c[3])));
+      CHECK(std::isnan(c[4]));
+      CHECK(c[5] == -0.5);
+
+      // safe_log: at x = eps the right-hand derivative g/eps; below eps exactly 0 whatever g holds;
+      // the slope at NaN is NaN.
+      OpAttrs safe_log;
+      safe_log.eps = 0.5;
+      const Tensor dlog = check_region_special(Op::SafeLog, safe_log, dtype, {0.5, 0.25, nan, 1, 0, inf, -inf},
+                                               {1, nan, 1, 2, inf, 1, 1});
+      const std::vector<double> l = dlog.to_vector();
+      CHECK(l[0] == 2);
+      CHECK(l[1] == 0);
+      CHECK(std::isnan(l[2]));
+      CHECK(l[3] == 2);
+      CHECK(l[4] == 0);
+
+      // softplus: σ(±0) = 1/2 at the tie (max(x, 0) and |x| would give g or 0 there); the large-|x|
+      // branches (ATen's own softplus switches to x above 20) and the infinities.
+      const std::vector<double> xs{0, -0.0, 20, -20, 30, -30, 50, -50, 1e30, -1e30, inf, -inf, nan};
+      const Tensor dsoft = check_region_special(Op::Softplus, {}, dtype, xs, std::vector<double>(xs.size(), 1.0));
+      CHECK(dsoft.to_vector()[0] == 0.5);
+      CHECK(dsoft.to_vector()[1] == 0.5);
+      CHECK(std::isnan(dsoft.to_vector()[12]));
+
+      // silu: σ(0) at ±0; NaN at ±inf (0·inf in σ·(1 + x·(1 − σ)), as the table says).
+      const Tensor dsilu = check_region_special(Op::Silu, {}, dtype, {0, -0.0, inf, -inf, nan, 1e30, -1e30, 4, -4},
+                                                std::vector<double>(9, 1.0));
+      CHECK(dsilu.to_vector()[0] == 0.5);
+      CHECK(std::isnan(dsilu.to_vector()[2]));
+      CHECK(std::isnan(dsilu.to_vector()[3]));
+    }
+  }
+}
+
 TEST_SUITE("libtorch.autograd_boundary") {
   TEST_CASE("a boundary holds its graph until it is destroyed, and refuses a second VJP") {
     const std::int64_t live = libtorch_live_autograd_regions();
@@ -1667,6 +1750,25 @@ TEST_SUITE("libtorch.autograd_boundary") {
     REQUIRE_FALSE(padded.has_value());
     CHECK(testing::has(padded.error().message, "max_pool: x has shape [1, 1, 3] and the window"));
     CHECK_FALSE(testing::has(padded.error().message, "\n"));
+    // The payload checks of the plain unary kernels hold in the regions too (the scale region
+    // used to accept a non-finite alpha).
+    OpAttrs bad_alpha;
+    bad_alpha.alpha = std::numeric_limits<double>::infinity();
+    OpAttrs unordered;
+    unordered.lo = 1.0;
+    unordered.hi = -1.0;
+    OpAttrs negative_eps;
+    negative_eps.eps = -1.0;
+    for (const auto& [op, attrs] : std::vector<std::pair<Op, OpAttrs>>{
+             {Op::Scale, bad_alpha}, {Op::Clamp, unordered}, {Op::SafeLog, negative_eps}}) {
+      CAPTURE(to_string(op));
+      const auto plain = libtorch_handler(op).forward(std::vector<Tensor>{b}, attrs);
+      const auto region = libtorch_handler(op).forward_autograd(std::vector<Tensor>{b}, attrs, {true});
+      REQUIRE_FALSE(plain.has_value());
+      REQUIRE_FALSE(region.has_value());
+      CHECK(region.error().code == RuntimeCode::InvalidArgument);
+      CHECK(region.error().message == plain.error().message);
+    }
     CHECK(libtorch_live_autograd_regions() == 0);
   }
 

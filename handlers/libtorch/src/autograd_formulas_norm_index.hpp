@@ -2,8 +2,8 @@
 // The external-autograd region formulas of layer_norm, batch_norm, gather, scatter_add, concat,
 // slice and scaled_matmul (autograd_formulas_norm_index.cpp), which autograd_region.cpp's generic
 // region calls; and the plain forwards' contract checks they reuse (defined in
-// kernels_norm_index.cpp and kernels_attention.cpp), so a region refuses exactly what the plain
-// forward refuses, with the same message.
+// kernels_norm_index.cpp; scaled_matmul's are in attention_contracts.hpp), so a region refuses
+// exactly what the plain forward refuses, with the same message.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_contracts.hpp"  // expect_product, expect_finite_alpha (scaled_matmul)
 #include "boundary.hpp"
 
 namespace capsule::libtorch {
@@ -56,13 +57,5 @@ RuntimeResult<std::size_t> scatter_axis(Inputs inputs, const OpAttrs& attrs);
 RuntimeResult<std::pair<std::size_t, std::vector<std::int64_t>>> concat_plan(Inputs inputs, const OpAttrs& attrs);
 /// slice's axis, the range inside it.
 RuntimeResult<std::size_t> slice_axis(Inputs inputs, const OpAttrs& attrs);
-
-// ---------------------------------------------------------------------------------------------
-// The plain forwards' contracts (kernels_attention.cpp).
-
-/// a [.., m, k] and b [.., k, n] of one rank >= 2 with equal leading dims; the output dims.
-RuntimeResult<std::vector<std::int64_t>> expect_product(std::string_view op, Inputs inputs);
-/// scaled_matmul's alpha is finite.
-RuntimeStatus expect_finite_alpha(const OpAttrs& attrs);
 
 }  // namespace capsule::libtorch

@@ -24,8 +24,10 @@
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/log.h>
+#include <ATen/ops/log1p.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/logical_or.h>
+#include <ATen/ops/lt.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/max_pool2d_with_indices.h>
 #include <ATen/ops/mean.h>
@@ -34,6 +36,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/reciprocal.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sin.h>
 #include <ATen/ops/sqrt.h>
@@ -54,7 +57,9 @@
 #include <numbers>
 
 #include "autograd_formulas_norm_index.hpp"
+#include "autograd_formulas_attention.hpp"
 #include "boundary.hpp"
+#include "pointwise_semantics.hpp"
 #include "windows.hpp"
 
 namespace capsule::libtorch {
@@ -320,9 +325,12 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
       if (!fits) return shape_error(op, str("cannot broadcast ", to_string(x.shape()), " to ", quoted_dims(attrs.shape)));
       return std::monostate{};
     }
+    case Op::HardMaskedSoftmax:
+    case Op::SoftmaxMatmul:
+    case Op::ScaledDotProductAttention: return check_attention_region(op, inputs, attrs);
     default:
       CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));  // the unary elementwise ops
-      return std::monostate{};
+      return expect_unary_payload(op, attrs);  // scale's alpha, clamp's bounds, safe_log's eps
   }
 }
 
@@ -337,6 +345,47 @@ at::Tensor selects_a(Op op, const at::Tensor& a, const at::Tensor& b) {
 
 /// Φ(x) = erfc(−x/√2)/2, the reference's cancellation-free form; autograd differentiates it.
 at::Tensor normal_cdf(const at::Tensor& x) { return at::mul(at::erfc(at::mul(at::neg(x), 1.0 / std::numbers::sqrt2)), 0.5); }
+
+/// `x` with the reference's "slope at NaN is NaN": the same value (x·1, and NaN where x is NaN),
+/// while autograd's gradient through it is g·1 = g, and g·NaN = NaN where x is NaN. The factor is
+/// a detached constant, finite wherever x is not NaN (so an infinite x keeps its slope). Used where
+/// a selection's chain would pass g (clamp) at NaN.
+at::Tensor with_nan_slope(const at::Tensor& x) {
+  const at::Tensor detached = x.detach();
+  return at::mul(x, at::where(at::isnan(detached), detached, at::scalar_tensor(1.0, detached.options())));
+}
+
+/// clamp: min(max(x, lo), hi) selected explicitly as the plain forward (ties keep x, NaN stays
+/// NaN). `where` routes g to x on lo <= x <= hi (both bounds pass, as the reference) and exactly 0
+/// elsewhere, whatever g holds; with_nan_slope makes the slope at NaN NaN.
+at::Tensor clamp_region(const at::Tensor& input, const OpAttrs& attrs) {
+  const at::Tensor x = with_nan_slope(input);
+  const at::Tensor lo = at::scalar_tensor(payload_scalar(attrs.lo, x), x.options());
+  const at::Tensor hi = at::scalar_tensor(payload_scalar(attrs.hi, x), x.options());
+  const at::Tensor low = at::where(at::lt(x, lo), lo, x);
+  return at::where(at::lt(hi, low), hi, low);
+}
+
+/// safe_log: log(x < eps ? eps : x). `where` sends exactly 0 to x below eps; at x = eps and above
+/// log's gradient g/x (the right-hand derivative at eps); NaN selects x, so its slope g/NaN = NaN.
+at::Tensor safe_log_region(const at::Tensor& x, const OpAttrs& attrs) {
+  const at::Tensor eps = at::scalar_tensor(safe_log_eps(attrs, x), x.options());
+  return at::log(at::where(at::lt(x, eps), eps, x));
+}
+
+/// softplus: the reference's max(x, 0) + log1p(e^−|x|), written per sign so autograd's gradient is
+/// σ(x)·g at every x: for x >= 0, x + log1p(e^−x) gives g − g·e/(1 + e) = g/(1 + e) (g/2 at the
+/// tie x = ±0, where max and |x| would give g or 0); for x < 0 (and NaN), log1p(e^x) gives
+/// g·e/(1 + e). Each branch reads x only where it is selected (0 elsewhere), so the branch `where`
+/// drops never overflows and never sends NaN back.
+at::Tensor softplus_region(const at::Tensor& x) {
+  const at::Tensor zero = at::scalar_tensor(0.0, x.options());
+  const at::Tensor upper = at::ge(x, 0);
+  const at::Tensor xp = at::where(upper, x, zero);
+  const at::Tensor xn = at::where(upper, zero, x);
+  const at::Tensor positive = at::add(xp, at::log1p(at::exp(at::neg(xp))));
+  return at::where(upper, positive, at::log1p(at::exp(xn)));
+}
 
 /// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
 /// as they are; adopt_result copies them into storage of their own.
@@ -362,6 +411,15 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     case Op::Cos: return at::cos(in[0]);
     case Op::Inv: return at::reciprocal(in[0]);
     case Op::Scale: return at::mul(in[0], attrs.alpha);
+    case Op::Clamp: return clamp_region(in[0], attrs);
+    case Op::SafeLog: return safe_log_region(in[0], attrs);
+    case Op::Softplus: return softplus_region(in[0]);
+    // x·σ(x) with the reference's stable σ; autograd's σ + x·σ' is the reference's
+    // σ·(1 + x·(1 − σ)) in another order (bound in docs/libtorch.md), NaN at ±inf as the table says.
+    case Op::Silu: return at::mul(in[0], stable_sigmoid(in[0]));
+    case Op::HardMaskedSoftmax:
+    case Op::SoftmaxMatmul:
+    case Op::ScaledDotProductAttention: return attention_region_formula(op, in, ours, attrs);
     case Op::Softmax:
     case Op::LogSoftmax: {
       CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(op), attrs.axis, ours[0].rank()));
@@ -519,6 +577,13 @@ AutogradForwardKernel autograd_forward_for(Op op) {
     CAPSULE_LIBTORCH_REGION(Op::Concat)
     CAPSULE_LIBTORCH_REGION(Op::Slice)
     CAPSULE_LIBTORCH_REGION(Op::ScaledMatmul)
+    CAPSULE_LIBTORCH_REGION(Op::Clamp)
+    CAPSULE_LIBTORCH_REGION(Op::SafeLog)
+    CAPSULE_LIBTORCH_REGION(Op::Softplus)
+    CAPSULE_LIBTORCH_REGION(Op::Silu)
+    CAPSULE_LIBTORCH_REGION(Op::HardMaskedSoftmax)
+    CAPSULE_LIBTORCH_REGION(Op::SoftmaxMatmul)
+    CAPSULE_LIBTORCH_REGION(Op::ScaledDotProductAttention)
 #undef CAPSULE_LIBTORCH_REGION
     default: return nullptr;
   }

@@ -37,15 +37,15 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd_formulas_norm_index.hpp"
+#include "attention_contracts.hpp"
 #include "boundary.hpp"
 #include "sdpa_shim.hpp"
 
 namespace capsule::libtorch {
-namespace {
 
-/// ATen's kBool form of one of our masks (nonzero = allowed, so NaN is allowed and −0 blocked, as
-/// the reference reads it). This is the counted conversion copy of the boundary.
+// The operand contracts and mask helpers shared with the autograd regions
+// (attention_contracts.hpp).
+
 at::Tensor allowed_of(Op op, const Tensor& mask) {
   count_conversion(op);
   return at::ne(view_input(mask), 0);
@@ -57,16 +57,10 @@ at::Tensor minus_infinity_like(const at::Tensor& like) {
   return at::scalar_tensor(-std::numeric_limits<double>::infinity(), like.options());
 }
 
-/// TorchLean's hard-masked softmax along `dim`: blocked entries enter ATen's softmax as −inf
-/// (weight 0 beside any allowed entry) and leave it as exactly 0, which also turns the NaN of a
-/// fully blocked lane into zeros. An allowed NaN or +inf still makes the allowed entries NaN.
 at::Tensor masked_softmax(const at::Tensor& x, const at::Tensor& allowed, std::int64_t dim) {
   const at::Tensor weights = at::_softmax(at::where(allowed, x, minus_infinity_like(x)), dim, false);
   return at::where(allowed, weights, zero_like_scalar(x));
 }
-
-// ---------------------------------------------------------------------------------------------
-// hard_masked_softmax (scores, mask): mask has the scores' shape.
 
 RuntimeResult<std::int64_t> expect_masked(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs("hard_masked_softmax", inputs, 2, 2));
@@ -85,6 +79,112 @@ RuntimeResult<std::int64_t> expect_masked(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(std::size_t axis, normalize_axis("hard_masked_softmax", attrs.axis, inputs[0].rank()));
   return static_cast<std::int64_t>(axis);
 }
+
+RuntimeResult<std::vector<std::int64_t>> expect_product(std::string_view op, Inputs inputs) {
+  CAPSULE_CHECK(expect_inputs(op, inputs, 2, 2));
+  const Tensor& a = inputs[0];
+  const Tensor& b = inputs[1];
+  bool ok = a.rank() >= 2 && a.rank() == b.rank();
+  for (std::size_t d = 0; ok && d + 2 < a.rank(); ++d) ok = a.dim(d) == b.dim(d);
+  if (!ok || a.dim(a.rank() - 1) != b.dim(b.rank() - 2)) {
+    return shape_error(op, str("operands have shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+                               "; expected a [.., m, k] and b [.., k, n] of one rank >= 2 with equal leading dims"));
+  }
+  std::vector<std::int64_t> dims = a.shape().to_vector();
+  dims.back() = b.dim(b.rank() - 1);
+  return dims;
+}
+
+RuntimeStatus expect_finite_alpha(const OpAttrs& attrs) {
+  if (std::isfinite(attrs.alpha)) return std::monostate{};
+  return runtime_error(RuntimeCode::InvalidArgument,
+                       str("scaled_matmul: alpha is ", attrs.alpha, "; expected a finite number"));
+}
+
+RuntimeResult<Attention> plan_attention(Inputs inputs, const OpAttrs& attrs) {
+  constexpr std::string_view op = "scaled_dot_product_attention";
+  CAPSULE_CHECK(expect_inputs(op, inputs, 3, 4));
+  const Tensor& q = inputs[0];
+  const Tensor& k = inputs[1];
+  const Tensor& v = inputs[2];
+  const std::size_t r = q.rank();
+  const std::string shapes = str("q ", to_string(q.shape()), ", k ", to_string(k.shape()), ", v ", to_string(v.shape()));
+  if (r < 2 || k.rank() != r || v.rank() != r) {
+    return shape_error(op, str(shapes, "; expected q [.., n, d], k [.., m, d], v [.., m, dv] of one rank >= 2"));
+  }
+  Attention p;
+  for (std::size_t i = 0; i + 2 < r; ++i) {
+    if (k.dim(i) != q.dim(i) || v.dim(i) != q.dim(i)) {
+      return shape_error(op, str(shapes, " differ in batch dim ", i, "; expected equal leading dims"));
+    }
+    p.batch *= q.dim(i);
+  }
+  p.n = q.dim(r - 2);
+  p.d = q.dim(r - 1);
+  p.m = k.dim(r - 2);
+  p.dv = v.dim(r - 1);
+  if (k.dim(r - 1) != p.d || v.dim(r - 2) != p.m) {
+    return shape_error(op, str(shapes, "; expected k [.., m, d] with q's d = ", p.d, " and v [.., m, dv] with k's m = ", p.m));
+  }
+  if (has_input(inputs, 3)) {
+    const Tensor& mask = inputs[3];
+    const bool plain = mask.rank() == 2 && mask.dim(0) == p.n && mask.dim(1) == p.m;
+    bool batched = mask.rank() == r && mask.dim(r - 2) == p.n && mask.dim(r - 1) == p.m;
+    for (std::size_t i = 0; batched && i + 2 < r; ++i) batched = mask.dim(i) == q.dim(i);
+    if (!plain && !batched) {
+      return shape_error(op, str("mask has shape ", to_string(mask.shape()), " for ", shapes, "; expected [", p.n, ", ",
+                                 p.m, "] or the batch dims followed by [", p.n, ", ", p.m, "]"));
+    }
+    p.batched_mask = !plain;
+  }
+  if (!std::isfinite(attrs.scale)) {
+    return runtime_error(RuntimeCode::InvalidArgument, str(op, ": scale is ", attrs.scale, "; expected a finite number"));
+  }
+  if (attrs.scale != 0.0) {
+    p.scale = attrs.scale;
+  } else if (p.d > 0) {
+    p.scale = 1.0 / std::sqrt(static_cast<double>(p.d));
+  } else {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(op, ": scale 0 asks for 1/sqrt(d) but q ", to_string(q.shape()),
+                             " has d = 0; expected d >= 1 or an explicit scale"));
+  }
+  p.out_dims = q.shape().to_vector();
+  p.out_dims[r - 1] = p.dv;
+  return p;
+}
+
+at::Tensor attention_allowed(const Attention& p, Inputs inputs, const OpAttrs& attrs) {
+  at::Tensor allowed;
+  if (has_input(inputs, 3)) {
+    allowed = allowed_of(Op::ScaledDotProductAttention, inputs[3]).view({p.batched_mask ? p.batch : 1, p.n, p.m});
+  }
+  if (attrs.causal) {
+    const at::Tensor causal = at::ones({1, p.n, p.m}, view_input(inputs[0]).options().dtype(at::kBool)).tril();
+    allowed = allowed.defined() ? at::logical_and(allowed, causal) : causal;
+  }
+  return allowed;
+}
+
+AttentionViews attention_views(const Attention& p, Inputs inputs, const OpAttrs& attrs) {
+  AttentionViews a;
+  a.q = view_input(inputs[0]).view({p.batch, p.n, p.d});
+  a.k = view_input(inputs[1]).view({p.batch, p.m, p.d});
+  a.v = view_input(inputs[2]).view({p.batch, p.m, p.dv});
+  a.allowed = attention_allowed(p, inputs, attrs);
+  return a;
+}
+
+at::Tensor attention_weights(const Attention& p, const AttentionViews& a) {
+  const at::Tensor scores = at::mul(at::matmul(a.q, last_two_swapped(a.k)), p.scale);
+  if (!a.allowed.defined()) return at::_softmax(scores, -1, false);
+  return masked_softmax(scores, a.allowed, -1);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// hard_masked_softmax (scores, mask): mask has the scores' shape.
 
 RuntimeResult<Tensor> hard_masked_softmax_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(const std::int64_t dim, expect_masked(inputs, attrs));
@@ -120,31 +220,6 @@ Grads hard_masked_softmax_backward(Inputs inputs, const Tensor& output, const Te
 // ---------------------------------------------------------------------------------------------
 // scaled_matmul (a, b; alpha) and softmax_matmul (a, b): a [.., m, k], b [.., k, n] of one rank
 // >= 2 with equal leading dims.
-
-}  // namespace
-
-RuntimeResult<std::vector<std::int64_t>> expect_product(std::string_view op, Inputs inputs) {
-  CAPSULE_CHECK(expect_inputs(op, inputs, 2, 2));
-  const Tensor& a = inputs[0];
-  const Tensor& b = inputs[1];
-  bool ok = a.rank() >= 2 && a.rank() == b.rank();
-  for (std::size_t d = 0; ok && d + 2 < a.rank(); ++d) ok = a.dim(d) == b.dim(d);
-  if (!ok || a.dim(a.rank() - 1) != b.dim(b.rank() - 2)) {
-    return shape_error(op, str("operands have shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
-                               "; expected a [.., m, k] and b [.., k, n] of one rank >= 2 with equal leading dims"));
-  }
-  std::vector<std::int64_t> dims = a.shape().to_vector();
-  dims.back() = b.dim(b.rank() - 1);
-  return dims;
-}
-
-RuntimeStatus expect_finite_alpha(const OpAttrs& attrs) {
-  if (std::isfinite(attrs.alpha)) return std::monostate{};
-  return runtime_error(RuntimeCode::InvalidArgument,
-                       str("scaled_matmul: alpha is ", attrs.alpha, "; expected a finite number"));
-}
-
-namespace {
 
 /// alpha·(a·b): the product, then one scaling of each element, as the reference rounds it.
 RuntimeResult<Tensor> scaled_matmul_forward(Inputs inputs, const OpAttrs& attrs) {
@@ -208,94 +283,6 @@ Grads softmax_matmul_backward(Inputs inputs, const Tensor& output, const Tensor&
 // scaled_dot_product_attention (q [.., n, d], k [.., m, d], v [.., m, dv], mask [n, m] |
 // [.., n, m]?; scale (0 = 1/sqrt(d)), causal). Computed on 3-d views [batch, n, d] of our
 // contiguous inputs.
-
-struct Attention {
-  std::int64_t batch = 1, n = 0, m = 0, d = 0, dv = 0;
-  double scale = 1.0;
-  bool batched_mask = false;
-  std::vector<std::int64_t> out_dims;
-};
-
-RuntimeResult<Attention> plan_attention(Inputs inputs, const OpAttrs& attrs) {
-  constexpr std::string_view op = "scaled_dot_product_attention";
-  CAPSULE_CHECK(expect_inputs(op, inputs, 3, 4));
-  const Tensor& q = inputs[0];
-  const Tensor& k = inputs[1];
-  const Tensor& v = inputs[2];
-  const std::size_t r = q.rank();
-  const std::string shapes = str("q ", to_string(q.shape()), ", k ", to_string(k.shape()), ", v ", to_string(v.shape()));
-  if (r < 2 || k.rank() != r || v.rank() != r) {
-    return shape_error(op, str(shapes, "; expected q [.., n, d], k [.., m, d], v [.., m, dv] of one rank >= 2"));
-  }
-  Attention p;
-  for (std::size_t i = 0; i + 2 < r; ++i) {
-    if (k.dim(i) != q.dim(i) || v.dim(i) != q.dim(i)) {
-      return shape_error(op, str(shapes, " differ in batch dim ", i, "; expected equal leading dims"));
-    }
-    p.batch *= q.dim(i);
-  }
-  p.n = q.dim(r - 2);
-  p.d = q.dim(r - 1);
-  p.m = k.dim(r - 2);
-  p.dv = v.dim(r - 1);
-  if (k.dim(r - 1) != p.d || v.dim(r - 2) != p.m) {
-    return shape_error(op, str(shapes, "; expected k [.., m, d] with q's d = ", p.d, " and v [.., m, dv] with k's m = ", p.m));
-  }
-  if (has_input(inputs, 3)) {
-    const Tensor& mask = inputs[3];
-    const bool plain = mask.rank() == 2 && mask.dim(0) == p.n && mask.dim(1) == p.m;
-    bool batched = mask.rank() == r && mask.dim(r - 2) == p.n && mask.dim(r - 1) == p.m;
-    for (std::size_t i = 0; batched && i + 2 < r; ++i) batched = mask.dim(i) == q.dim(i);
-    if (!plain && !batched) {
-      return shape_error(op, str("mask has shape ", to_string(mask.shape()), " for ", shapes, "; expected [", p.n, ", ",
-                                 p.m, "] or the batch dims followed by [", p.n, ", ", p.m, "]"));
-    }
-    p.batched_mask = !plain;
-  }
-  if (!std::isfinite(attrs.scale)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str(op, ": scale is ", attrs.scale, "; expected a finite number"));
-  }
-  if (attrs.scale != 0.0) {
-    p.scale = attrs.scale;
-  } else if (p.d > 0) {
-    p.scale = 1.0 / std::sqrt(static_cast<double>(p.d));
-  } else {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, ": scale 0 asks for 1/sqrt(d) but q ", to_string(q.shape()),
-                             " has d = 0; expected d >= 1 or an explicit scale"));
-  }
-  p.out_dims = q.shape().to_vector();
-  p.out_dims[r - 1] = p.dv;
-  return p;
-}
-
-struct AttentionViews {
-  at::Tensor q, k, v;
-  at::Tensor allowed;  ///< kBool [batch | 1, n, m], or undefined when every key takes part
-};
-
-AttentionViews attention_views(const Attention& p, Inputs inputs, const OpAttrs& attrs) {
-  AttentionViews a;
-  a.q = view_input(inputs[0]).view({p.batch, p.n, p.d});
-  a.k = view_input(inputs[1]).view({p.batch, p.m, p.d});
-  a.v = view_input(inputs[2]).view({p.batch, p.m, p.dv});
-  if (has_input(inputs, 3)) {
-    a.allowed = allowed_of(Op::ScaledDotProductAttention, inputs[3]).view({p.batched_mask ? p.batch : 1, p.n, p.m});
-  }
-  if (attrs.causal) {
-    const at::Tensor causal = at::ones({1, p.n, p.m}, a.q.options().dtype(at::kBool)).tril();
-    a.allowed = a.allowed.defined() ? at::logical_and(a.allowed, causal) : causal;
-  }
-  return a;
-}
-
-/// W = hard_masked_softmax(scale·q·kᵀ) [batch, n, m], composed from ATen ops in the reference's
-/// order (the product, then one scaling): exactly 0 at blocked keys and on fully blocked rows.
-at::Tensor attention_weights(const Attention& p, const AttentionViews& a) {
-  const at::Tensor scores = at::mul(at::matmul(a.q, last_two_swapped(a.k)), p.scale);
-  if (!a.allowed.defined()) return at::_softmax(scores, -1, false);
-  return masked_softmax(scores, a.allowed, -1);
-}
 
 /// Whether ATen's fused SDPA gives TorchLean's result for these operands. It adds the blocked
 /// keys' −inf to the scores, so a NaN or ±inf score at a blocked key (from a non-finite q or k, or

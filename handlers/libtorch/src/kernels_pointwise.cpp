@@ -45,6 +45,7 @@
 #include <numbers>
 
 #include "boundary.hpp"
+#include "pointwise_semantics.hpp"
 
 namespace capsule::libtorch {
 namespace {
@@ -123,47 +124,6 @@ at::Tensor normal_cdf(const at::Tensor& x) {
 /// (ATen's threshold_backward and sign give g and 0 there).
 void nan_slope(at::Tensor& out, const at::Tensor& x, const at::Tensor& slope) {
   at::where_out(out, at::isnan(x), x, slope);
-}
-
-/// σ(x) as the reference computes it: exp is only taken of −|x| ≤ 0, so no intermediate
-/// overflows (ATen's sigmoid and silu form 1/(1 + e^−x) and flush to 0 where σ is subnormal).
-at::Tensor stable_sigmoid(const at::Tensor& x) {
-  const at::Tensor e = at::exp(at::neg(at::abs(x)));
-  const at::Tensor den = at::add(e, 1.0);
-  return at::where(at::ge(x, 0), at::reciprocal(den), at::div(e, den));
-}
-
-constexpr double kSafeLogDefaultEps = 1e-12;
-
-/// safe_log's eps in the element type, as the reference rounds it (0 = the default 1e-12).
-at::Scalar safe_log_eps(const OpAttrs& attrs, const at::Tensor& like) {
-  const double eps = attrs.eps == 0.0 ? kSafeLogDefaultEps : attrs.eps;
-  if (like.scalar_type() == at::kFloat) return at::Scalar(static_cast<double>(static_cast<float>(eps)));
-  return at::Scalar(eps);
-}
-
-/// The payload checks of the unary ops that read one, with the reference's limits and codes:
-/// scale's alpha finite, clamp's bounds ordered (NaN is not), safe_log's eps finite and >= 0.
-RuntimeStatus expect_unary_payload(Op op, const OpAttrs& attrs) {
-  if (op == Op::Scale && !std::isfinite(attrs.alpha)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("scale: alpha is ", attrs.alpha, "; expected a finite factor"));
-  }
-  if (op == Op::Clamp && !(attrs.lo <= attrs.hi)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("clamp: bounds lo = ", attrs.lo, " and hi = ", attrs.hi,
-                                                           " are not ordered; expected lo <= hi"));
-  }
-  if (op == Op::SafeLog && !(attrs.eps >= 0.0 && std::isfinite(attrs.eps))) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("safe_log: eps is ", attrs.eps, "; expected a finite eps > 0 (0 = default 1e-12)"));
-  }
-  return std::monostate{};
-}
-
-/// The element type's value of a payload bound (clamp's lo and hi), rounded as the reference
-/// rounds it.
-at::Scalar payload_scalar(double value, const at::Tensor& like) {
-  if (like.scalar_type() == at::kFloat) return at::Scalar(static_cast<double>(static_cast<float>(value)));
-  return at::Scalar(value);
 }
 
 template <Op kOp>
