@@ -101,6 +101,50 @@ TEST_SUITE("runtime") {
     CHECK(empty.data == nullptr);
   }
 
+  TEST_CASE("a storage keeps one foreign view, releases a losing one at once, and the kept one before its bytes") {
+    struct Log {
+      std::vector<std::string> events;
+    };
+    static Log log;
+    log.events.clear();
+    struct Handle {
+      std::string name;
+    };
+    static constexpr auto release = [](void* handle) noexcept {
+      auto* h = static_cast<Handle*>(handle);
+      log.events.push_back("release " + h->name);
+      delete h;
+    };
+    static constexpr auto free_bytes = [](void* /*data*/, void* /*context*/) noexcept { log.events.push_back("free bytes"); };
+    static const char provider_a = 0;
+    static const char provider_b = 0;
+    alignas(8) float buffer[6] = {1, 2, 3, 4, 5, 6};
+    {
+      const Tensor t = Tensor::over(Storage::adopt(buffer, sizeof buffer, Device::Cpu, free_bytes, nullptr),
+                                    Shape::make({2, 3}).value(), DType::F32)
+                           .value();
+      CHECK(t.foreign_view() == nullptr);
+      const ForeignView* kept = t.attach_foreign_view(ForeignView{&provider_a, new Handle{"first"}, release});
+      REQUIRE(kept != nullptr);
+      CHECK(kept->provider == &provider_a);
+      CHECK(static_cast<Handle*>(kept->handle)->name == "first");
+      // A reshape shares the storage, so it sees the same view (the provider checks the shape).
+      const Tensor r = t.reshaped(Shape::make({3, 2}).value()).value();
+      CHECK(r.foreign_view() == kept);
+      // The slot is taken: a second view, even another provider's, is released at once.
+      const ForeignView* again = r.attach_foreign_view(ForeignView{&provider_b, new Handle{"second"}, release});
+      CHECK(again == kept);
+      CHECK(log.events == std::vector<std::string>{"release second"});
+    }
+    // The view points into the bytes, so it goes first.
+    CHECK(log.events == std::vector<std::string>{"release second", "release first", "free bytes"});
+    log.events.clear();
+    const Tensor undefined;
+    CHECK(undefined.foreign_view() == nullptr);
+    CHECK(undefined.attach_foreign_view(ForeignView{&provider_a, new Handle{"orphan"}, release}) == nullptr);
+    CHECK(log.events == std::vector<std::string>{"release orphan"});
+  }
+
   TEST_CASE("a duplicate handler key names both registration sites") {
     HandlerRegistry registry;
     REQUIRE(register_reference_handlers(registry));

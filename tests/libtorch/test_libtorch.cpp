@@ -11,6 +11,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/TensorImpl.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <torch/csrc/api/include/torch/version.h>
@@ -1097,6 +1098,40 @@ TEST_SUITE("libtorch.boundary") {
     CHECK(is_live_aten_buffer(data));
     copy = at::Tensor();
     CHECK_FALSE(is_live_aten_buffer(data));
+  }
+  TEST_CASE("a tensor is wrapped for ATen once: its view is cached on its storage, per shape, and outputs keep theirs") {
+    const HandlerSpec& add = libtorch_handler(Op::Add);
+    const Tensor a = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
+    const Tensor b = Tensor::from_values({2, 3}, DType::F32, {10, 20, 30, 40, 50, 60}).value();
+    CHECK(a.foreign_view() == nullptr);
+    const Tensor sum = add.forward(std::vector<Tensor>{a, b}, OpAttrs{}).value();
+    // Both inputs and the output now carry a view over their own elements, of their own shape.
+    for (const Tensor* t : {&a, &b, &sum}) {
+      const ForeignView* view = t->foreign_view();
+      REQUIRE(view != nullptr);
+      const auto* impl = static_cast<const c10::TensorImpl*>(view->handle);
+      CHECK(impl->data() == static_cast<const void*>(t->data<float>()));
+      CHECK(impl->sizes().vec() == std::vector<std::int64_t>{2, 3});
+    }
+    const ForeignView* cached = a.foreign_view();
+    const Tensor twice = add.forward(std::vector<Tensor>{a, sum}, OpAttrs{}).value();
+    CHECK(a.foreign_view() == cached);  // reused, not replaced
+    CHECK(twice.to_vector() == std::vector<double>{12, 24, 36, 48, 60, 72});
+    // A reshape shares the storage (and so the cached [2, 3] view) but is read as [3, 2]: with
+    // the cached view ATen would refuse (or broadcast) the shapes.
+    const Tensor a32 = a.reshaped(Shape::make({3, 2}).value()).value();
+    const Tensor c = Tensor::from_values({3, 2}, DType::F32, {1, 1, 1, 1, 1, 1}).value();
+    const Tensor reshaped_sum = add.forward(std::vector<Tensor>{a32, c}, OpAttrs{}).value();
+    CHECK(to_string(reshaped_sum.shape()) == "[3, 2]");
+    CHECK(reshaped_sum.to_vector() == std::vector<double>{2, 3, 4, 5, 6, 7});
+    // Another provider's view in the slot is left alone; the handler wraps the tensor anew.
+    static const char other_provider = 0;
+    int released = 0;  // declared before d, which releases into it when destroyed
+    const Tensor d = Tensor::from_values({2, 3}, DType::F32, {0, 0, 0, 0, 0, 1}).value();
+    (void)d.attach_foreign_view(ForeignView{&other_provider, &released, [](void* handle) noexcept { ++*static_cast<int*>(handle); }});
+    CHECK(add.forward(std::vector<Tensor>{d, b}, OpAttrs{}).value().to_vector() == std::vector<double>{10, 20, 30, 40, 50, 61});
+    CHECK(d.foreign_view()->provider == &other_provider);
+    CHECK(released == 0);
   }
   TEST_CASE("the LibTorch handlers declare the catalog's guards and let our tape own the VJP") {
     for (const RegisteredHandler* h : libtorch_handlers().all()) {

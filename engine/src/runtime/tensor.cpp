@@ -134,7 +134,30 @@ std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device de
   return std::make_shared<Storage>(Private{}, data, bytes, device, deleter, context);
 }
 
+const ForeignView* Storage::attach_foreign_view(ForeignView view) const {
+  std::uint8_t expected = kForeignEmpty;
+  if (foreign_state_.compare_exchange_strong(expected, kForeignWriting, std::memory_order_acquire)) {
+    foreign_ = view;
+    foreign_state_.store(kForeignAttached, std::memory_order_release);
+    return &foreign_;
+  }
+  // Another view holds (or is filling) the slot: this one is not kept. A caller racing the
+  // writer sees null and simply uses its own, uncached, view.
+  if (view.release != nullptr) view.release(view.handle);
+  return foreign_view();
+}
+
+const ForeignView* Tensor::attach_foreign_view(ForeignView view) const {
+  if (storage_ == nullptr) {
+    if (view.release != nullptr) view.release(view.handle);
+    return nullptr;
+  }
+  return storage_->attach_foreign_view(view);
+}
+
 Storage::~Storage() {
+  // The foreign view first: it points into the bytes the deleter is about to free.
+  if (const ForeignView* view = foreign_view(); view != nullptr && view->release != nullptr) view->release(view->handle);
   // An adopted zero-byte buffer may come with a null pointer (data_ is then the inline area): its
   // deleter still runs, to release the context.
   if (deleter_ != nullptr) deleter_(data_ == inline_ ? nullptr : data_, context_);

@@ -168,7 +168,7 @@ class Region final : public AutogradBoundary {
     // and the engine gives each tracked input a zero gradient.
     if (!output.requires_grad()) return grads;
     return aten_call(op_, [&]() -> RuntimeResult<std::vector<Tensor>> {
-      const at::Tensor g = view_input(grad_output);
+      const at::Tensor g = fresh_view_input(grad_output);
       const std::vector<at::Tensor> computed =
           torch::autograd::grad({output}, tracked, {g}, /*retain_graph=*/false, /*create_graph=*/false,
                                 /*allow_unused=*/true);
@@ -510,7 +510,7 @@ RuntimeResult<AutogradForwardResult> region_forward(Inputs inputs, const OpAttrs
         in.emplace_back();
         continue;
       }
-      at::Tensor t = view_input(inputs[i]);
+      at::Tensor t = fresh_view_input(inputs[i]);  // its own: a leaf is marked requires_grad
       // Exactly the engine's flags, and never an input the op does not differentiate (a mask).
       if (requires_grad[i] && input_takes_gradient(kOp, i)) {
         t.requires_grad_(true);

@@ -47,8 +47,17 @@ inline at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1,
 c10::ScalarType aten_dtype(DType dtype);
 
 /// A CPU ATen tensor over `t`'s elements (no copy). ATen reads it only: our handlers never pass
-/// an input as an `out` argument.
+/// an input as an `out` argument, nor change its metadata in place (no `requires_grad_`, no
+/// `resize_`, no in-place view op), because the view is cached on `t`'s storage (ForeignView)
+/// and shared by every later call that reads the same elements: a tensor is wrapped once, not
+/// once per call (docs/libtorch.md, "The boundary").
 at::Tensor view_input(const Tensor& t);
+/// A view of `t` of its own, never cached: for a caller that changes its metadata (an autograd
+/// leaf is marked requires_grad).
+at::Tensor fresh_view_input(const Tensor& t);
+/// Caches `view`, which ATen has just written in place as `written`'s elements, as `written`'s
+/// input view, so the next op that reads `written` does not wrap it again.
+void keep_output_view(const Tensor& written, const at::Tensor& view);
 /// A CPU ATen tensor over `t`'s elements, which the handler writes.
 at::Tensor view_output(Tensor& t);
 
@@ -73,6 +82,7 @@ RuntimeResult<Tensor> write_like(std::string_view op, const Tensor& shape_of, Wr
   at::Tensor view = view_output(out);
   write(view);
   CAPSULE_CHECK(expect_written(op, view, out));
+  keep_output_view(out, view);
   return out;
 }
 
@@ -83,6 +93,7 @@ RuntimeResult<Tensor> write_new(std::string_view op, std::span<const std::int64_
   at::Tensor view = view_output(out);
   write(view);
   CAPSULE_CHECK(expect_written(op, view, out));
+  keep_output_view(out, view);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -57,6 +58,18 @@ class Shape {
 /// `[2, 3]`; a scalar prints as `[]`.
 std::string to_string(const Shape& shape);
 
+/// A provider's own handle over a storage's bytes (LibTorch's `at::Tensor` view of them, say),
+/// cached on the storage so that a tensor read by many foreign calls is wrapped once, as a
+/// foreign runtime's own tensor would be, instead of once per call. Opaque to the engine:
+/// `provider` is the address of a tag the attaching provider owns, so a provider recognises its
+/// own handle and ignores another's; `release` frees `handle`. The handle never owns the bytes:
+/// the storage releases it before its own deleter frees them.
+struct ForeignView {
+  const void* provider = nullptr;
+  void* handle = nullptr;
+  void (*release)(void* handle) noexcept = nullptr;
+};
+
 /// Owns the bytes of one or more tensors. CPU storage is allocated here; a provider wraps a buffer
 /// it allocated (another device's memory, or a foreign runtime's CPU tensor) with `adopt`, a
 /// deleter and a context, so the engine never includes a device or provider header.
@@ -89,12 +102,27 @@ class Storage {
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  /// The attached foreign view, or null. Safe from any thread.
+  const ForeignView* foreign_view() const {
+    return foreign_state_.load(std::memory_order_acquire) == kForeignAttached ? &foreign_ : nullptr;
+  }
+  /// Attaches `view` unless a view is attached already (one slot: the first provider to attach
+  /// keeps it), and returns the view now attached (null while another thread is still filling
+  /// the slot). The storage owns `view.handle` either way: a view that loses is released at once,
+  /// so a caller keeps its own reference. Logically const: the bytes do not change.
+  const ForeignView* attach_foreign_view(ForeignView view) const;
+
  private:
   void* data_;
   std::size_t bytes_;
   Device device_;
   Deleter deleter_;
   void* context_;
+  // The foreign view lives inline (attaching allocates nothing): empty → writing (one thread won
+  // the slot and fills it) → attached (published; never changes again until destruction).
+  static constexpr std::uint8_t kForeignEmpty = 0, kForeignWriting = 1, kForeignAttached = 2;
+  mutable std::atomic<std::uint8_t> foreign_state_{kForeignEmpty};
+  mutable ForeignView foreign_;
   // 16-byte alignment is what the default allocator gives; larger buffers are 64-byte aligned.
   alignas(16) std::byte inline_[kInlineBytes];
 };
@@ -145,6 +173,12 @@ class Tensor {
   RuntimeResult<Tensor> reshaped(const Shape& shape) const;
   /// A new tensor with its own copy of the elements.
   RuntimeResult<Tensor> clone() const;
+  /// The storage's foreign view (Storage::foreign_view), or null for an undefined tensor. A
+  /// provider must check that the view's shape and dtype are this tensor's: tensors of other
+  /// shapes (reshape) share the storage.
+  const ForeignView* foreign_view() const { return storage_ ? storage_->foreign_view() : nullptr; }
+  /// Storage::attach_foreign_view; an undefined tensor releases `view` and returns null.
+  const ForeignView* attach_foreign_view(ForeignView view) const;
   /// True when both tensors share storage (for tests of aliasing).
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
 
