@@ -330,7 +330,7 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
     case Op::ScaledDotProductAttention: return check_attention_region(op, inputs, attrs);
     default:
       CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));  // the unary elementwise ops
-      return expect_unary_payload(op, attrs);  // scale's alpha, clamp's bounds, safe_log's eps
+      return check_unary_payload(op, attrs);  // scale's alpha, clamp's bounds, safe_log's eps
   }
 }
 

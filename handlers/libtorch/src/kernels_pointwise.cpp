@@ -129,7 +129,7 @@ void nan_slope(at::Tensor& out, const at::Tensor& x, const at::Tensor& slope) {
 template <Op kOp>
 RuntimeResult<Tensor> unary_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
-  CAPSULE_CHECK(expect_unary_payload(kOp, attrs));
+  CAPSULE_CHECK(check_unary_payload(kOp, attrs));
   return guarded(to_string(kOp), [&] {
     return write_like(to_string(kOp), inputs[0], [&](at::Tensor& out) {
       const at::Tensor x = view_input(inputs[0]);
@@ -168,7 +168,7 @@ RuntimeResult<Tensor> unary_forward(Inputs inputs, const OpAttrs& attrs) {
 template <Op kOp>
 Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
-  CAPSULE_CHECK(expect_unary_payload(kOp, attrs));
+  CAPSULE_CHECK(check_unary_payload(kOp, attrs));
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
   const std::string op(to_string(kOp));
   return guarded(op, [&]() -> Grads {

@@ -36,23 +36,6 @@ inline at::Scalar safe_log_eps(const OpAttrs& attrs, const at::Tensor& like) {
   return at::Scalar(eps);
 }
 
-/// The payload checks of the unary ops that read one, with the reference's limits and codes:
-/// scale's alpha finite, clamp's bounds ordered (NaN is not), safe_log's eps finite and >= 0.
-inline RuntimeStatus expect_unary_payload(Op op, const OpAttrs& attrs) {
-  if (op == Op::Scale && !std::isfinite(attrs.alpha)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("scale: alpha is ", attrs.alpha, "; expected a finite factor"));
-  }
-  if (op == Op::Clamp && !(attrs.lo <= attrs.hi)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("clamp: bounds lo = ", attrs.lo, " and hi = ", attrs.hi,
-                                                           " are not ordered; expected lo <= hi"));
-  }
-  if (op == Op::SafeLog && !(attrs.eps >= 0.0 && std::isfinite(attrs.eps))) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("safe_log: eps is ", attrs.eps, "; expected a finite eps > 0 (0 = default 1e-12)"));
-  }
-  return std::monostate{};
-}
-
 /// The element type's value of a payload bound (clamp's lo and hi), rounded as the reference
 /// rounds it.
 inline at::Scalar payload_scalar(double value, const at::Tensor& like) {

@@ -253,22 +253,6 @@ struct SafeLogFn {
   }
 };
 
-/// Checks the payload of the unary ops that read one (scale, clamp, safe_log).
-RuntimeStatus check_unary_payload(Op op, const OpAttrs& attrs) {
-  if (op == Op::Scale && !std::isfinite(attrs.alpha)) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("scale: alpha is ", attrs.alpha, "; expected a finite factor"));
-  }
-  if (op == Op::Clamp && !(attrs.lo <= attrs.hi)) {
-    return runtime_error(RuntimeCode::InvalidArgument, str("clamp: bounds lo = ", attrs.lo, " and hi = ", attrs.hi,
-                                                           " are not ordered; expected lo <= hi"));
-  }
-  if (op == Op::SafeLog && !(attrs.eps >= 0.0 && std::isfinite(attrs.eps))) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str("safe_log: eps is ", attrs.eps, "; expected a finite eps > 0 (0 = default 1e-12)"));
-  }
-  return std::monostate{};
-}
 
 template <class T>
 Params<T> params_of(const OpAttrs& attrs) {

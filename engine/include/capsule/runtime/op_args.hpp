@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "capsule/runtime/error.hpp"
 #include "capsule/runtime/tensor.hpp"
 #include "capsule/vocab.hpp"
 
@@ -100,5 +101,10 @@ constexpr bool input_takes_gradient(Op op, std::size_t index) {
   if (op == Op::ScaledDotProductAttention) return index != 3;
   return true;
 }
+
+/// The payload limits of the unary ops that read one, shared by every provider so that each
+/// refuses exactly what the reference refuses, with the same code and message: scale's alpha
+/// finite, clamp's bounds ordered (NaN is not), safe_log's eps finite and >= 0. Other ops pass.
+RuntimeStatus check_unary_payload(Op op, const OpAttrs& attrs);
 
 }  // namespace capsule
