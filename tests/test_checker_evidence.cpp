@@ -221,4 +221,28 @@ TEST_SUITE("checker-evidence") {
     CHECK(has(why.out, "! gate: value evidence (checker freivalds.matmul cannot be bound"));
     CHECK(has(why.out, ", missing) is not admitted by assurance strict"));
   }
+
+  TEST_CASE("a profile file's with_catalogs modules are judged too, by check and explain") {
+    // The profile file loads its modules after the workspace; binding must come after it.
+    const capsule::testing::ScratchTree tree("checker-evidence-with-catalogs");
+    tree.write("downstream/claims.toml", capsule::testing::read_text(hostile_tree() / "catalogs" / "claims.toml"));
+    std::string profile = capsule::testing::read_text(hostile_tree() / "profiles" / "claims_strict.toml");
+    profile.replace(profile.find("modules = "), 0, "with_catalogs = [\"claims.toml\"]\n");
+    tree.write("downstream/claims_file.toml", profile);
+    const std::string file = (tree.root() / "downstream" / "claims_file.toml").string();
+    const std::vector<std::string> where = {"--catalogs", tree.catalogs().string(), "--profiles", tree.profiles().string(),
+                                            "--profile", file};
+    std::vector<std::string> check = {"check"};
+    check.insert(check.end(), where.begin(), where.end());
+    const capsule::testing::CliRun checked = capsule::testing::run_cli(check);
+    INFO(checked.out, checked.err);
+    CHECK(checked.status == 1);
+    CHECK(has(checked.out, "strict: rejected claims.relu value\n  checker freivalds.matmul cannot be bound"));
+    CHECK(has(checked.out, "strict: rejected claims.attention value\n  partly checked by checker blocked_rows.attention"));
+    std::vector<std::string> explain = {"explain"};
+    explain.insert(explain.end(), where.begin(), where.end());
+    explain.insert(explain.end(), {"--op", "relu"});
+    const capsule::testing::CliRun why = capsule::testing::run_cli(explain);
+    CHECK(has(why.out, "! gate: value evidence (checker freivalds.matmul cannot be bound"));
+  }
 }

@@ -64,8 +64,9 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
-  bind_known_checkers(*workspace, linked_known_checkers());  // gate notes as plan and check judge
+  // After find_profile, which loads a profile file's `with_catalogs` modules, so they are bound too.
   const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
+  bind_known_checkers(*workspace, linked_known_checkers());  // gate notes as plan and check judge
   const ResolvedProfile resolved = resolve(*workspace, profile);
   const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(op);
   const Capsule* chosen = resolved.planner.chosen(op);

@@ -27,10 +27,12 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return std::nullopt;
   inputs.workspace = std::move(*workspace);
+  // The profile first: a profile file loads its `with_catalogs` modules into the workspace, and
+  // those must be bound too.
+  inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
   // The gate judges checker evidence by the checkers this program registers, never by the
   // catalog's word alone (capsule/known_checker.hpp).
   bind_known_checkers(inputs.workspace, linked_known_checkers());
-  inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
   if (has_graph) {
     Diagnostics diagnostics;
     inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
