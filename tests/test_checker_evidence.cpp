@@ -225,11 +225,11 @@ TEST_SUITE("checker-evidence") {
   TEST_CASE("a profile file's with_catalogs modules are judged too, by check and explain") {
     // The profile file loads its modules after the workspace; binding must come after it.
     const capsule::testing::ScratchTree tree("checker-evidence-with-catalogs");
-    tree.write("downstream/claims.toml", capsule::testing::read_text(hostile_tree() / "catalogs" / "claims.toml"));
+    tree.write("claims.toml", capsule::testing::read_text(hostile_tree() / "catalogs" / "claims.toml"));
     std::string profile = capsule::testing::read_text(hostile_tree() / "profiles" / "claims_strict.toml");
     profile.replace(profile.find("modules = "), 0, "with_catalogs = [\"claims.toml\"]\n");
-    tree.write("downstream/claims_file.toml", profile);
-    const std::string file = (tree.root() / "downstream" / "claims_file.toml").string();
+    tree.write("claims_file.toml", profile);
+    const std::string file = (tree.root() / "claims_file.toml").string();
     const std::vector<std::string> where = {"--catalogs", tree.catalogs().string(), "--profiles", tree.profiles().string(),
                                             "--profile", file};
     std::vector<std::string> check = {"check"};
