@@ -65,8 +65,10 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   // After find_profile, which loads a profile file's `with_catalogs` modules, so they are bound too.
-  const ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
+  ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   bind_known_checkers(*workspace, linked_known_checkers());  // gate notes as plan and check judge
+  // Binding replaces a profile whose modules it rebinds by a copy: work under that copy.
+  if (ProfilePtr bound = workspace->find_profile(profile->name)) profile = std::move(bound);
   const ResolvedProfile resolved = resolve(*workspace, profile);
   const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(op);
   const Capsule* chosen = resolved.planner.chosen(op);

@@ -33,6 +33,8 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   // The gate judges checker evidence by the checkers this program registers, never by the
   // catalog's word alone (capsule/known_checker.hpp).
   bind_known_checkers(inputs.workspace, linked_known_checkers());
+  // Binding replaces a profile whose modules it rebinds by a copy: work under that copy.
+  if (ProfilePtr bound = inputs.workspace.find_profile(inputs.profile->name)) inputs.profile = std::move(bound);
   if (has_graph) {
     Diagnostics diagnostics;
     inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
