@@ -954,3 +954,23 @@ TEST_SUITE("checkers.review") {
     CHECK_MESSAGE(v.passed, describe(v));
   }
 }
+
+TEST_SUITE("checkers") {
+  TEST_CASE("the linear checks refuse a call without x and w before reading any operand") {
+    CheckerRng source(7);
+    const Tensor x = random_tensor({2, 3}, DType::F32, source);
+    const Tensor y = random_tensor({2, 4}, DType::F32, source);
+    const OpAttrs attrs;
+    for (const char* name : {"freivalds.linear", "freivalds.linear.vjp"}) {
+      CAPTURE(name);
+      const RegisteredChecker* checker = standard_checkers().find(name);
+      REQUIRE(checker != nullptr);
+      const std::vector<Tensor> only_x{x};
+      CheckerRng rng(checker_stream_seed(1, "test", 0));
+      CheckCall call{Op::Linear, only_x, &y, &attrs, checker->spec.obligation == Obligation::Vjp ? &y : nullptr, {}};
+      auto verdict = run_checker(*checker, call, rng);
+      REQUIRE_FALSE(verdict.has_value());
+      CHECK(testing::has(verdict.error().message, "expected x, w and an optional b"));
+    }
+  }
+}

@@ -180,6 +180,10 @@ void softmax_with_error(const T* a, std::int64_t m, std::int64_t k, std::vector<
 /// the forward and VJP checks so both refuse the same malformed operands before reading any
 /// buffer; shape-mismatch names `what` (the check) and every operand otherwise.
 RuntimeResult<std::vector<std::int64_t>> linear_output_dims(std::string_view what, std::span<const Tensor> inputs) {
+  if (inputs.size() < 2 || !inputs[0].defined() || !inputs[1].defined()) {
+    return runtime_error(RuntimeCode::ShapeMismatch,
+                         str(what, ": got ", inputs.size(), " inputs; expected x, w and an optional b"));
+  }
   const Tensor& x = inputs[0];
   const Tensor& w = inputs[1];
   const bool has_bias = inputs.size() > 2 && inputs[2].defined();
@@ -201,10 +205,10 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
   const Tensor& out = *call.output;
   WorstResidual worst;
   if (call.op == Op::Linear) {
+    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear check", call.inputs));
     const Tensor& x = call.inputs[0];
     const Tensor& w = call.inputs[1];
     const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
-    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear check", call.inputs));
     if (auto bad = wrong_output_shape(op, out, want)) return *bad;
     Product<T, T> p;
     p.k = w.dim(1);
@@ -321,9 +325,9 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
   };
   WorstResidual worst;
   if (call.op == Op::Linear) {
+    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear VJP check", call.inputs));
     const Tensor& x = call.inputs[0];
     const Tensor& w = call.inputs[1];
-    CAPSULE_TRY(const std::vector<std::int64_t> want, linear_output_dims("linear VJP check", call.inputs));
     if (auto bad = wrong_gradient_shape(want)) return runtime_error(RuntimeCode::ShapeMismatch, *bad);
     const std::int64_t in = w.dim(1), out = w.dim(0);
     std::int64_t rows = 1;  // X's rows: every dim but the last (G has the same, checked above)
