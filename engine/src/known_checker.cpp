@@ -49,9 +49,12 @@ CheckerJudgement judge_checker_evidence(const Capsule& capsule, Obligation oblig
                         "` obligation, the checker checks the `", to_string(found->obligation), "` obligation"));
   }
   const bool other_call = !lines.empty();
-  if (found->coverage != evidence.coverage) {
-    lines.push_back(str("coverage: the catalog claims `", to_string(evidence.coverage),
-                        "`, the registered checker's is `", to_string(found->coverage), "`"));
+  // The catalog's claim: once bound, `coverage` is the registered one and the claim is kept apart.
+  const CheckerCoverage claimed = evidence.claimed_coverage.value_or(evidence.coverage);
+  judgement.coverage_differs = found->coverage != claimed;
+  if (judgement.coverage_differs) {
+    lines.push_back(str("coverage: the catalog claims `", to_string(claimed), "`, the registered checker's is `",
+                        to_string(found->coverage), "`"));
   }
   if (lines.empty()) {
     judgement.verdict = CheckerJudgement::Verdict::Bound;
@@ -85,11 +88,11 @@ void bind_known_checkers(Capsule& capsule, std::span<const KnownChecker> known) 
       case CheckerJudgement::Verdict::Mismatch:
         if (judgement.coverage_only) {
           // The registered checker decides what a check discharges, never the catalog's label.
-          evidence.claimed_coverage = evidence.coverage;
+          if (!evidence.claimed_coverage) evidence.claimed_coverage = evidence.coverage;
           evidence.coverage = judgement.checker->coverage;
         } else {
-          std::vector<std::string> other_call(judgement.disagreements.begin(), judgement.disagreements.end());
-          if (other_call.back().starts_with("coverage:")) other_call.pop_back();
+          std::vector<std::string> other_call = judgement.disagreements;
+          if (judgement.coverage_differs) other_call.pop_back();  // the coverage line comes last
           evidence.unbound = str("the registered checker does not check this call (", join(other_call, "; "), ")");
         }
         break;

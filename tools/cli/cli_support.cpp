@@ -2,6 +2,7 @@
 #include "cli_support.hpp"
 
 #include "data_dirs.hpp"
+#include "linked_checkers.hpp"
 
 #include "capsule/date.hpp"
 
@@ -108,6 +109,13 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
   for (const std::string_view n : workspace.profile_names()) names.emplace_back(n);
   throw UsageError{str("unknown profile `", name_or_file, "` (loaded profiles: ", join(names, ", "), ")",
                        nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+ProfilePtr find_bound_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
+  const ProfilePtr profile = find_profile(workspace, name_or_file, ctx);
+  bind_known_checkers(workspace, linked_known_checkers());
+  if (ProfilePtr bound = workspace.find_profile(profile->name)) return bound;
+  return profile;
 }
 
 ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile) {

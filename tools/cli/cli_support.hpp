@@ -51,6 +51,12 @@ enum class ProfileChecks { Every, Named };
 std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, ProfileChecks checks = ProfileChecks::Every);
 /// `--profile NAME|FILE`: a loaded profile by name, or a profile file by path.
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx);
+/// find_profile (which loads a profile file's `with_catalogs` modules), then every loaded module's
+/// checker evidence bound to the checkers this program links (bind_known_checkers), and the
+/// profile as bound: binding replaces a profile whose modules it rebinds by a copy. plan, check,
+/// explain and run resolve their profile through here, so the gate never takes a catalog's
+/// checker claim at its word and all four judge alike.
+ProfilePtr find_bound_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx);
 ResolvedProfile resolve(const Workspace& workspace, const ProfilePtr& profile);
 bool wants_help(const std::vector<std::string>& args);
 

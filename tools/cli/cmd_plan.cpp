@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `capsule plan` and `explain`: plan under a profile, and explain a choice.
 #include "commands.hpp"
-#include "linked_checkers.hpp"
 #include "plan_inputs.hpp"
 
 #include "capsule/escape.hpp"
@@ -64,11 +63,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
-  // After find_profile, which loads a profile file's `with_catalogs` modules, so they are bound too.
-  ProfilePtr profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx);
-  bind_known_checkers(*workspace, linked_known_checkers());  // gate notes as plan and check judge
-  // Binding replaces a profile whose modules it rebinds by a copy: work under that copy.
-  if (ProfilePtr bound = workspace->find_profile(profile->name)) profile = std::move(bound);
+  const ProfilePtr profile = find_bound_profile(*workspace, vm["profile"].as<std::string>(), ctx);
   const ResolvedProfile resolved = resolve(*workspace, profile);
   const std::vector<CandidateVerdict> verdicts = resolved.planner.explain(op);
   const Capsule* chosen = resolved.planner.chosen(op);

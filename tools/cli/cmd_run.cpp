@@ -107,10 +107,9 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   }
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
-  run_options.profile = find_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
-  // The planner judges checker evidence as plan and check do, so `run` selects what `plan` shows
-  // (a capsule whose catalog coverage disagrees with its checker's is then refused at bind).
-  bind_known_checkers(*workspace, linked_known_checkers());
+  // Bound as plan binds, so `run` selects what `plan` shows (a capsule whose catalog coverage
+  // disagrees with its checker's is then refused when the session binds the checker).
+  run_options.profile = find_bound_profile(*workspace, vm["profile"].as<std::string>(), ctx)->name;
   if (dump_graph) refuse_to_overwrite_inputs(*dump_graph, *workspace);
 
   // Handlers are registered explicitly: the examples run whatever this binary links.

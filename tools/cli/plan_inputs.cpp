@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plan_inputs.hpp"
 
-#include "linked_checkers.hpp"
-
 namespace capsule::cli {
 
 po::options_description plan_options(const std::string& caption) {
@@ -27,14 +25,7 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return std::nullopt;
   inputs.workspace = std::move(*workspace);
-  // The profile first: a profile file loads its `with_catalogs` modules into the workspace, and
-  // those must be bound too.
-  inputs.profile = find_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
-  // The gate judges checker evidence by the checkers this program registers, never by the
-  // catalog's word alone (capsule/known_checker.hpp).
-  bind_known_checkers(inputs.workspace, linked_known_checkers());
-  // Binding replaces a profile whose modules it rebinds by a copy: work under that copy.
-  if (ProfilePtr bound = inputs.workspace.find_profile(inputs.profile->name)) inputs.profile = std::move(bound);
+  inputs.profile = find_bound_profile(inputs.workspace, vm["profile"].as<std::string>(), ctx);
   if (has_graph) {
     Diagnostics diagnostics;
     inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
@@ -43,6 +34,5 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   }
   return inputs;
 }
-
 
 }  // namespace capsule::cli

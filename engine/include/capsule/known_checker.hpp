@@ -38,6 +38,8 @@ struct CheckerJudgement {
   const KnownChecker* checker = nullptr;  ///< Bound and Mismatch
   /// Mismatch: one line per disagreement, `op: the catalog's capsule is relu, the checker checks matmul`.
   std::vector<std::string> disagreements;
+  /// The catalog's claimed coverage differs from the registered one (its line is the last one).
+  bool coverage_differs = false;
   /// Mismatch on coverage only: the capsule may still be planned, with the registered coverage.
   bool coverage_only = false;
 };
