@@ -78,45 +78,14 @@ std::array<std::atomic<std::uint64_t>, kOpCount>& result_copies() {
 // ---------------------------------------------------------------------------------------------
 // Adopting ATen results.
 
-/// Keeps an ATen tensor (detached: no grad_fn, so never the graph) alive for as long as our
-/// storage over its elements lives.
-struct Kept {
-  at::Tensor tensor;
-};
-
-void release_kept(void* /*data*/, void* context) noexcept { delete static_cast<Kept*>(context); }
-
-bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
-  for (const at::Tensor& b : borrowed) {
-    if (b.defined() && t.storage().is_alias_of(b.storage())) return true;
-  }
-  return false;
-}
-
-/// One of our tensors over `result`'s elements. Adopted without a copy when ATen allocated them
-/// contiguously; copied once (counted by libtorch_autograd_result_copies) when `result` is a view
-/// of borrowed memory (our inputs or output gradient, from_blob) or not contiguous. Nothing writes
-/// the adopted elements afterwards: the kept tensor is never handed to an ATen call, and the
-/// graph only reads what it saved.
+/// One of our tensors over `result`'s elements (take_aten_result in boundary.cpp): adopted when
+/// ATen allocated them contiguously; copied once, counted by libtorch_autograd_result_copies, when
+/// `result` is a view of borrowed memory (our inputs or output gradient) or not contiguous. The
+/// graph only reads what it saved, so nothing writes the adopted elements afterwards.
 RuntimeResult<Tensor> adopt_result(Op op, const at::Tensor& result, DType dtype, std::span<const at::Tensor> borrowed) {
-  at::Tensor owned = result.detach();
-  if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
-    return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", to_string(op), ": the autograd region returned ",
-                                                         std::string(c10::toString(owned.scalar_type())),
-                                                         " on another device; expected ", to_string(dtype), " on cpu"));
-  }
-  if (!owned.is_contiguous() || aliases_any(owned, borrowed)) {
-    owned = owned.clone(at::MemoryFormat::Contiguous);
-    result_copies()[static_cast<std::size_t>(op)].fetch_add(1);
-  }
-  const std::vector<std::int64_t> dims = owned.sizes().vec();
-  CAPSULE_TRY(Shape shape, Shape::make(dims));
-  void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
-  const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
-  auto kept = std::make_unique<Kept>(Kept{std::move(owned)});
-  std::shared_ptr<Storage> storage = Storage::adopt(data, bytes, Device::Cpu, &release_kept, kept.get());
-  kept.release();  // the storage's deleter owns it now
-  return Tensor::over(std::move(storage), shape, dtype);
+  CAPSULE_TRY(TakenResult taken, take_aten_result(to_string(op), result, dtype, borrowed));
+  if (taken.copied) result_copies()[static_cast<std::size_t>(op)].fetch_add(1);
+  return std::move(taken.tensor);
 }
 
 template <class Body>

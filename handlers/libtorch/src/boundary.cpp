@@ -164,6 +164,60 @@ void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source) {
   count_copy(op, &LibTorchBoundaryCopies::materialisations);
 }
 
+namespace {
+
+/// Keeps an ATen tensor (detached: no grad_fn, so never a graph) alive for as long as our storage
+/// over its elements lives.
+struct Kept {
+  at::Tensor tensor;
+};
+
+void release_kept(void* /*data*/, void* context) noexcept { delete static_cast<Kept*>(context); }
+
+bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
+  for (const at::Tensor& b : borrowed) {
+    if (b.defined() && t.storage().is_alias_of(b.storage())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tensor& result, DType dtype,
+                                            std::span<const at::Tensor> borrowed) {
+  at::Tensor owned = result.detach();
+  if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
+    return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", op, ": ATen returned ",
+                                                         std::string(c10::toString(owned.scalar_type())), " on ",
+                                                         owned.device().str(), "; expected ", to_string(dtype), " on cpu"));
+  }
+  TakenResult taken;
+  if (!owned.is_contiguous() || aliases_any(owned, borrowed)) {
+    owned = owned.clone(at::MemoryFormat::Contiguous);
+    taken.copied = true;
+  }
+  const std::vector<std::int64_t> dims = owned.sizes().vec();
+  CAPSULE_TRY(Shape shape, Shape::make(dims));
+  void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
+  const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
+  auto kept = std::make_unique<Kept>(Kept{std::move(owned)});
+  std::shared_ptr<Storage> storage = Storage::adopt(data, bytes, Device::Cpu, &release_kept, kept.get());
+  kept.release();  // the storage's deleter owns it now
+  CAPSULE_TRY(taken.tensor, Tensor::over(std::move(storage), shape, dtype));
+  return taken;
+}
+
+RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
+                                std::span<const at::Tensor> borrowed) {
+  CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
+  if (taken.copied) {
+    count_copy(op, &LibTorchBoundaryCopies::materialisations);
+  } else if (taken.tensor.numel() > 0) {  // an empty result has no elements to adopt
+    count_copy(op, &LibTorchBoundaryCopies::adoptions);
+  }
+  return std::move(taken.tensor);
+}
+
 Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
   std::string_view line = what.substr(0, what.find('\n'));
   if (line.size() > 300) line = line.substr(0, 300);

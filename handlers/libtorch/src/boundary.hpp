@@ -106,6 +106,28 @@ void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source);
 /// goes through here, so none is silent. `op` is the op's name (to_string(Op)).
 RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype);
 
+/// One of our tensors over an ATen result, and whether it took a copy.
+struct TakenResult {
+  Tensor tensor;
+  bool copied = false;
+};
+
+/// One of our tensors over the elements of `result`, which an ATen call computed. Adopted without
+/// a copy (Storage::adopt; the deleter's context keeps a detached ATen tensor alive) when ATen
+/// allocated them: `result` contiguous, of `dtype`, on the CPU, and sharing storage with none of
+/// `borrowed` (the views of our tensors the call read, from_blob over memory ATen does not own).
+/// Otherwise copied once into storage of its own (`copied`). A result of another dtype or device
+/// is an error. Nothing writes the adopted elements afterwards: the kept tensor is never handed to
+/// an ATen call (a later op that reads the tensor wraps it anew), so they are as immutable as ours.
+RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tensor& result, DType dtype,
+                                            std::span<const at::Tensor> borrowed);
+
+/// take_aten_result for a plain handler whose ATen function has no CPU kernel that writes a
+/// caller's buffer (convolution, max_pool, batch_norm and their backwards): counts an adoption,
+/// or the copy as a materialisation (libtorch_boundary_copies), against `op`.
+RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
+                                std::span<const at::Tensor> borrowed);
+
 /// The error for an exception ATen threw inside `op`'s handler: its first message line only
 /// (never a backtrace), so a report stays one line per problem.
 Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what);

@@ -27,8 +27,10 @@
 
 #include <ATen/core/Reduction.h>
 
+#include <array>
 #include <memory>
 #include <numeric>
+#include <span>
 
 #include "boundary.hpp"
 #include "windows.hpp"
@@ -237,13 +239,13 @@ RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
   const std::string op(to_string(kOp));
   CAPSULE_TRY(Window win, conv_window(kOp, inputs, attrs));
   return guarded(op, [&] {
-    const at::Tensor bias = has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor();
-    const at::Tensor y = at::convolution(as_2d(view_input(inputs[0]), win.one_d), as_2d(view_input(inputs[1]), win.one_d),
-                                         bias, win.stride, win.padding, win.dilation, kTransposed, win.output_padding,
-                                         attrs.groups);
-    // ATen's CPU convolution has no kernel that writes a caller's buffer: the result is copied
-    // once into ours (docs/libtorch.md).
-    return copy_out(op, from_2d(y, win.one_d), inputs[0].dtype());
+    const std::array<at::Tensor, 3> read{view_input(inputs[0]), view_input(inputs[1]),
+                                         has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor()};
+    const at::Tensor y = at::convolution(as_2d(read[0], win.one_d), as_2d(read[1], win.one_d), read[2], win.stride,
+                                         win.padding, win.dilation, kTransposed, win.output_padding, attrs.groups);
+    // ATen's CPU convolution has no kernel that writes a caller's buffer: the output ATen
+    // allocated is adopted as ours, without a copy (docs/libtorch.md, "Copies at the boundary").
+    return adopt_out(op, from_2d(y, win.one_d), inputs[0].dtype(), read);
   });
 }
 
@@ -255,18 +257,19 @@ Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, con
   CAPSULE_CHECK(expect_grad(op, inputs, output, grad));
   const bool with_bias = has_input(inputs, 2);
   return guarded(op, [&]() -> Grads {
-    const at::Tensor w = as_2d(view_input(inputs[1]), win.one_d);
+    const std::array<at::Tensor, 3> read{view_input(grad), view_input(inputs[0]), view_input(inputs[1])};
     std::vector<std::int64_t> bias_sizes{kTransposed ? inputs[1].dim(1) * attrs.groups : inputs[1].dim(0)};
-    auto [gx, gw, gb] = at::convolution_backward(as_2d(view_input(grad), win.one_d),
-                                                 as_2d(view_input(inputs[0]), win.one_d), w,
+    auto [gx, gw, gb] = at::convolution_backward(as_2d(read[0], win.one_d), as_2d(read[1], win.one_d),
+                                                 as_2d(read[2], win.one_d),
                                                  with_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
                                                  win.stride, win.padding, win.dilation, kTransposed,
                                                  win.output_padding, attrs.groups, {true, true, with_bias});
-    CAPSULE_TRY(Tensor dx, copy_out(op, from_2d(gx, win.one_d), grad.dtype()));
-    CAPSULE_TRY(Tensor dw, copy_out(op, from_2d(gw, win.one_d), grad.dtype()));
+    // As the forward: ATen allocates the gradients, which are adopted.
+    CAPSULE_TRY(Tensor dx, adopt_out(op, from_2d(gx, win.one_d), grad.dtype(), read));
+    CAPSULE_TRY(Tensor dw, adopt_out(op, from_2d(gw, win.one_d), grad.dtype(), read));
     std::vector<Tensor> grads{dx, dw};
     if (with_bias) {
-      CAPSULE_TRY(Tensor db, copy_out(op, gb, grad.dtype()));
+      CAPSULE_TRY(Tensor db, adopt_out(op, gb, grad.dtype(), read));
       grads.push_back(db);
     } else if (inputs.size() == 3) {
       grads.emplace_back();
@@ -283,9 +286,11 @@ struct PoolState final : SavedState {
 RuntimeResult<SavingForwardResult> max_pool_forward_saving(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(Window win, pool_window(Op::MaxPool, inputs, attrs));
   return guarded("max_pool", [&]() -> RuntimeResult<SavingForwardResult> {
-    auto [y, indices] = at::max_pool2d_with_indices(as_2d(view_input(inputs[0]), win.one_d), win.kernel, win.stride,
-                                                    win.padding, win.dilation, false);
-    CAPSULE_TRY(Tensor out, copy_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype()));
+    const at::Tensor x = view_input(inputs[0]);
+    auto [y, indices] = at::max_pool2d_with_indices(as_2d(x, win.one_d), win.kernel, win.stride, win.padding,
+                                                    win.dilation, false);
+    // No CPU out kernel writes both results into a caller's buffers: ATen's output is adopted.
+    CAPSULE_TRY(Tensor out, adopt_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype(), std::span(&x, 1)));
     auto state = std::make_unique<PoolState>();
     state->indices = indices;
     return SavingForwardResult{out, std::move(state)};

@@ -43,7 +43,11 @@ struct LibTorchBoundaryCopies {
   std::string op;                       ///< the op's name, as the handler reports it
   std::uint64_t conversions = 0;        ///< one of our tensors converted to another dtype (kBool mask, kLong indices)
   std::uint64_t materialisations = 0;   ///< an ATen result (a view, or a buffer ATen allocated) copied into ours
-  std::uint64_t total() const { return conversions + materialisations; }
+  /// Not a copy: an output whose elements ATen allocated for the call (an op with no CPU out
+  /// kernel), adopted as ours without copying; counted so the boundary test can tell every output
+  /// on an ATen buffer from an unreported one.
+  std::uint64_t adoptions = 0;
+  std::uint64_t total() const { return conversions + materialisations; }  ///< the copies
 };
 
 /// Every boundary copy the LibTorch handlers made in this process so far, one entry per op that
