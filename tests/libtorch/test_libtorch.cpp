@@ -1160,6 +1160,14 @@ TEST_SUITE("libtorch.boundary") {
       CHECK(impl->data() == static_cast<const void*>(t->data<float>()));
       CHECK(impl->sizes().vec() == std::vector<std::int64_t>{2, 3});
     }
+    // The output's view (built directly, not by from_blob) does not own our bytes and cannot be
+    // resized, so an ATen call that tried to reallocate an output would throw.
+    const auto* out_impl = static_cast<const c10::TensorImpl*>(sum.foreign_view()->handle);
+    CHECK_FALSE(out_impl->storage().resizable());
+    CHECK(out_impl->storage().allocator() == nullptr);
+    CHECK(out_impl->storage().nbytes() == 6 * sizeof(float));
+    CHECK(out_impl->is_contiguous());
+    CHECK(out_impl->device_type() == c10::kCPU);
     const ForeignView* cached = a.foreign_view();
     const Tensor twice = add.forward(std::vector<Tensor>{a, sum}, OpAttrs{}).value();
     CHECK(a.foreign_view() == cached);  // reused, not replaced
