@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The boundary between our tensors and ATen's. Inputs are wrapped with at::from_blob over our
 // (immutable) storage: no copy, and ATen never owns or frees it. Outputs are allocated by us
-// (Tensor::empty) and wrapped the same way; from_blob storage cannot be resized, so an ATen call
-// that tried to reallocate an output throws instead of silently handing back its own buffer, and
-// `expect_written` checks the pointer afterwards as well. Where ATen has no kernel that writes a
+// (Tensor::empty) and wrapped the same way (built directly, as from_blob would: wrap_output);
+// that storage cannot be resized, so an ATen call that tried to reallocate an output throws
+// instead of silently handing back its own buffer, and `expect_written` checks the pointer
+// afterwards as well. Where ATen has no kernel that writes a
 // caller's buffer, a result ATen allocated for the call is adopted (`adopt_out`). View results
 // (permute, expand, slice) are never returned: they are copied into one of our contiguous outputs.
 #pragma once
