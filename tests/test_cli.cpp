@@ -238,6 +238,24 @@ TEST_SUITE("cli") {
     const CliRun version = capsule::testing::run_cli({"--version"});
     CHECK(version.status == 0);
     CHECK(version.out.find("capsule 0.1.0") == 0);
+    const CliRun short_version = capsule::testing::run_cli({"-V"});
+    CHECK(short_version.status == 0);
+    CHECK(short_version.out == version.out);
+  }
+
+  TEST_CASE("a mistyped flag gets the nearest flag of its command, and an unlike one gets none") {
+    const CliRun typo = capsule::testing::run_cli({"plan", "--profil", "checked_cpu", "--ops", "relu"});
+    CHECK(typo.status == 2);
+    CHECK(typo.out.empty());
+    CHECK(typo.err.find("capsule plan: unrecognised option '--profil'; did you mean `--profile`? (see `capsule plan "
+                        "--help`)") != std::string::npos);
+    const CliRun lint_typo = capsule::testing::run_cli({"lint", "--formt", "json"});
+    CHECK(lint_typo.status == 2);
+    CHECK(lint_typo.err.find("did you mean `--format`?") != std::string::npos);
+    const CliRun unlike = capsule::testing::run_cli({"plan", "--zzzzzzzzzz"});
+    CHECK(unlike.status == 2);
+    CHECK(unlike.err.find("unrecognised option '--zzzzzzzzzz'") != std::string::npos);
+    CHECK(unlike.err.find("did you mean") == std::string::npos);
   }
 
   TEST_CASE("hostile inputs are diagnostics, never crashes") {

@@ -39,7 +39,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     (args.empty() ? err : out) << kOverview;
     return args.empty() ? kUsage : kOk;
   }
-  if (args[0] == "--version" || args[0] == "version") {
+  if (args[0] == "--version" || args[0] == "-V" || args[0] == "version") {
     out << "capsule " << CAPSULE_VERSION << " (catalog schema 1, " << kOpCount << " ops)\n";
     return kOk;
   }

@@ -47,7 +47,19 @@ po::variables_map parse_args(const std::vector<std::string>& args, const po::opt
   po::variables_map vm;
   // No abbreviation guessing: `--form` must not silently mean `--format` in a CI script.
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-  po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(), vm);
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(), vm);
+  } catch (const po::unknown_option& error) {
+    // A mistyped flag gets the nearest one the command takes, as a mistyped command does.
+    const std::string typed = error.get_option_name();
+    std::vector<std::string> flags;
+    for (const auto& option : options.options()) {
+      if (!option->long_name().empty()) flags.push_back("--" + option->long_name());
+    }
+    const std::string nearest = nearest_name(typed, std::vector<std::string_view>(flags.begin(), flags.end()));
+    if (nearest.empty()) throw;
+    throw po::error(str(error.what(), "; did you mean `", nearest, "`?"));
+  }
   po::notify(vm);
   return vm;
 }
