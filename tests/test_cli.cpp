@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
 
 #include "test_support.hpp"
 
@@ -241,6 +244,50 @@ TEST_SUITE("cli") {
     const CliRun short_version = capsule::testing::run_cli({"-V"});
     CHECK(short_version.status == 0);
     CHECK(short_version.out == version.out);
+  }
+
+  TEST_CASE("- reads --profile, --graph or --accept from standard input, named <stdin> in diagnostics") {
+    // Standard input, for this in-process run: std::cin reads `text` until the scope ends.
+    struct StdinFrom {
+      std::istringstream text;
+      std::streambuf* previous;
+      explicit StdinFrom(const std::string& t) : text(t), previous(std::cin.rdbuf(text.rdbuf())) {}
+      ~StdinFrom() { std::cin.rdbuf(previous); }
+      StdinFrom(const StdinFrom&) = delete;
+      StdinFrom& operator=(const StdinFrom&) = delete;
+    };
+    std::string profile = read_text(source_dir() / "profiles/checked_cpu.toml");
+    profile.replace(profile.find("name = \"checked_cpu\""), 20, "name = \"piped_cpu\"");
+    {
+      const StdinFrom in(profile);
+      const CliRun run = cli({"plan", "--profile", "-", "--ops", "relu"});
+      CHECK(run.status == 0);
+      CHECK(has(run.out, "piped_cpu"));
+      CHECK(has(run.out, "relu"));
+    }
+    {
+      const StdinFrom in(read_text(source_dir() / "examples/graphs/relu-chain.graph.toml"));
+      const CliRun run = cli({"plan", "--profile", "checked_cpu", "--graph", "-", "--format", "json"});
+      CHECK(run.status == 0);
+      CHECK(has(run.out, "<stdin>"));  // the graph's source in the report
+    }
+    {
+      const StdinFrom in("schema = 1\nname = \n");
+      const CliRun run = cli({"plan", "--profile", "-", "--ops", "relu"});
+      CHECK(run.status == 2);
+      CHECK(has(run.err, "<stdin>:2:8: error[parse-error]"));
+      CHECK(has(run.err, "the profile read from standard input failed to load"));
+    }
+    {
+      const StdinFrom in("[[waiver]]\n");
+      const CliRun run = capsule::testing::run_cli(
+          {"diff", (source_dir() / "catalogs").string(), (source_dir() / "catalogs").string(), "--accept", "-"});
+      CHECK(run.status == 2);
+      CHECK(has(run.err, "<stdin>:1:1: error[missing-field]: [[waiver]] is missing `change`"));
+    }
+    const CliRun both = cli({"plan", "--profile", "-", "--graph", "-"});
+    CHECK(both.status == 2);
+    CHECK(has(both.err, "give at most one of them as -"));
   }
 
   TEST_CASE("a mistyped flag gets the nearest flag of its command, and an unlike one gets none") {

@@ -98,9 +98,9 @@ Result<std::vector<Waiver>, Diagnostics> parse_waivers(std::string_view text, co
 
 Result<std::vector<Waiver>, Diagnostics> load_waivers(const std::filesystem::path& file) {
   Diagnostics diagnostics;
-  auto parsed = detail::read_file(file.string(), diagnostics);
+  auto parsed = detail::read_input(file.string(), diagnostics);
   if (!parsed) return fail(std::move(diagnostics));
-  return parse_waivers(parsed->text, file.string());
+  return parse_waivers(parsed->text, detail::input_name(file.string()));
 }
 
 void apply_waivers(TrustDiff& diff, std::span<const Waiver> waivers) {

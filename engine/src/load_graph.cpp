@@ -262,8 +262,8 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
 }
 
 std::optional<Graph> load_graph(const std::filesystem::path& file, Diagnostics& out) {
-  const std::string path = file.string();
-  auto contents = detail::read_file(path, out);
+  const std::string path = detail::input_name(file.string());
+  auto contents = detail::read_input(file.string(), out);
   if (!contents) return std::nullopt;
   auto graph = parse_graph(contents->text, path, out);
   if (graph) graph->source.sha256 = contents->sha256;

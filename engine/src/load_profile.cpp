@@ -370,8 +370,8 @@ std::optional<Profile> parse_profile_partial(std::string_view text, const std::s
 std::optional<Profile> load_profile_partial(const std::filesystem::path& file, const LoadOptions& options,
                                             Diagnostics& out, bool& complete) {
   complete = false;
-  const std::string path = file.string();
-  auto contents = read_file(path, out);
+  const std::string path = input_name(file.string());
+  auto contents = read_input(file.string(), out);
   if (!contents) return std::nullopt;
   auto profile = parse_profile_partial(contents->text, path, out, complete);
   if (!profile) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "capsule/date.hpp"
@@ -190,6 +191,39 @@ void out_of_memory(const std::string& path, Diagnostics& out) {
 
 }  // namespace
 
+namespace {
+
+/// Reads `in` to its end, up to one byte past the limit and never more (a file may grow, or a
+/// pipe be endless, while we read); `name` is what diagnostics call it.
+std::optional<ParsedFile> read_stream(std::istream& in, const std::string& name, Diagnostics& out) {
+  try {
+    // In chunks: most inputs are small, so nothing is allocated up front.
+    ParsedFile file;
+    char chunk[1 << 16];
+    while (file.text.size() <= kMaxTomlBytes) {
+      const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
+      in.read(chunk, static_cast<std::streamsize>(wanted));
+      file.text.append(chunk, static_cast<std::size_t>(in.gcount()));
+      if (!in) break;
+    }
+    if (in.bad()) {
+      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{name, 0, 0}, "read failed", {}, {}});
+      return std::nullopt;
+    }
+    if (file.text.size() > kMaxTomlBytes) {
+      too_large(file.text, name, out);
+      return std::nullopt;
+    }
+    file.sha256 = sha256_hex(file.text);
+    return file;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(name, out);
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
@@ -203,31 +237,14 @@ std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
                              "cannot open file for reading", {}, {}});
     return std::nullopt;
   }
-  try {
-    // Read in chunks up to one byte past the limit, never more: the file may grow, or be
-    // endless, while we read; and most files are small, so nothing is allocated up front.
-    ParsedFile file;
-    char chunk[1 << 16];
-    while (file.text.size() <= kMaxTomlBytes) {
-      const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
-      in.read(chunk, static_cast<std::streamsize>(wanted));
-      file.text.append(chunk, static_cast<std::size_t>(in.gcount()));
-      if (!in) break;
-    }
-    if (in.bad()) {
-      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{path, 0, 0}, "read failed", {}, {}});
-      return std::nullopt;
-    }
-    if (file.text.size() > kMaxTomlBytes) {
-      too_large(file.text, path, out);
-      return std::nullopt;
-    }
-    file.sha256 = sha256_hex(file.text);
-    return file;
-  } catch (const std::bad_alloc&) {
-    out_of_memory(path, out);
-    return std::nullopt;
-  }
+  return read_stream(in, path, out);
+}
+
+std::string input_name(const std::string& path) { return path == kStdinPath ? std::string(kStdinName) : path; }
+
+std::optional<ParsedFile> read_input(const std::string& path, Diagnostics& out) {
+  if (path == kStdinPath) return read_stream(std::cin, std::string(kStdinName), out);
+  return read_file(path, out);
 }
 
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& path, Diagnostics& out) {

@@ -129,6 +129,14 @@ struct ParsedFile {
   std::string sha256;
 };
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out);
+
+/// The path that names standard input on the command line, and the name diagnostics give it.
+inline constexpr std::string_view kStdinPath = "-";
+inline constexpr std::string_view kStdinName = "<stdin>";
+/// The name diagnostics and sources give input `path`: `<stdin>` for `-`, else the path.
+std::string input_name(const std::string& path);
+/// read_file, except that `-` reads standard input to end of file, to the same size limit.
+std::optional<ParsedFile> read_input(const std::string& path, Diagnostics& out);
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& path, Diagnostics& out);
 
 /// Checks `schema = 1`.

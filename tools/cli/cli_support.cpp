@@ -94,8 +94,10 @@ std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, Profile
 
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
   std::error_code error;
-  const bool looks_like_file = name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos;
-  if (looks_like_file && !fs::is_regular_file(name_or_file, error)) {
+  const bool from_stdin = name_or_file == kStdinArgument;
+  const bool looks_like_file =
+      from_stdin || name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos;
+  if (looks_like_file && !from_stdin && !fs::is_regular_file(name_or_file, error)) {
     throw UsageError{str("cannot read profile file `", name_or_file, "`: ",
                          fs::exists(name_or_file, error) ? "not a regular file" : "no such file")};
   }
@@ -104,7 +106,10 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
     ProfilePtr profile = add_profile_file(workspace, name_or_file, load_options(ctx.env));
     ctx.err << render(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
                                   workspace.diagnostics.end()));
-    if (!profile) throw UsageError{str("profile file `", name_or_file, "` failed to load")};
+    if (!profile) {
+      throw UsageError{from_stdin ? std::string("the profile read from standard input failed to load")
+                                  : str("profile file `", name_or_file, "` failed to load")};
+    }
     return profile;
   }
   if (ProfilePtr profile = workspace.find_profile(name_or_file)) {

@@ -28,7 +28,7 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
       ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no shell, no checkout)")
       ("repo", po::value<std::string>()->default_value("."), "with --git: the directory in the repository that holds catalogs/ and profiles/")
       ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
-      ("accept", po::value<std::string>(), "a reviewed waivers file (TOML) whose changes do not fail the run")
+      ("accept", po::value<std::string>(), "a reviewed waivers file (TOML; - reads standard input) whose changes do not fail the run")
       ("help,h", "show this help");
   po::positional_options_description positional;
   positional.add("base", 1).add("head", 1);

@@ -6,9 +6,9 @@ namespace capsule::cli {
 po::options_description plan_options(const std::string& caption) {
   po::options_description options(caption);
   options.add(data_options());
-  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path")
+  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
       ("ops", po::value<std::string>(), "comma-separated ops, e.g. matmul,relu")
-      ("graph", po::value<std::string>(), "an IR graph file (*.graph.toml)")("help,h", "show this help");
+      ("graph", po::value<std::string>(), "an IR graph file (*.graph.toml; - reads standard input)")("help,h", "show this help");
   return options;
 }
 
@@ -19,6 +19,9 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   if (has_ops && has_graph) throw UsageError{"give exactly one of --ops a,b,c or --graph FILE"};
   if (!has_ops && !has_graph && target == PlanTarget::OpsOrGraph) {
     throw UsageError{"give exactly one of --ops a,b,c or --graph FILE"};
+  }
+  if (has_graph && vm["graph"].as<std::string>() == kStdinArgument && vm["profile"].as<std::string>() == kStdinArgument) {
+    throw UsageError{"--profile - and --graph - both read standard input; give at most one of them as -"};
   }
   PlanInputs inputs;
   if (has_ops) inputs.ops = parse_ops(vm["ops"].as<std::string>());
