@@ -138,7 +138,7 @@ TEST_SUITE("cli") {
     check_golden("plan_error_selective_scan.txt", normalize(text.err));
     const CliRun json = cli({"plan", "--profile", "checked_cpu", "--ops", "selective_scan", "--format", "json"});
     CHECK(json.status == 1);
-    CHECK(json.out.find("{\"error\":{\"code\":\"no-admissible-capsule\",\"message\":\"no admissible kernel capsule "
+    CHECK(json.out.find("{\"format_version\":1,\"error\":{\"code\":\"no-admissible-capsule\",\"message\":\"no admissible kernel capsule "
                         "for op selective_scan on device cpu\"") == 0);
     CHECK(json.out.find("\"candidates\":[{\"capsule\":\"native_cuda.selective_scan\",\"reasons\":[\"targets cuda, "
                         "not requested cpu\"") != std::string::npos);

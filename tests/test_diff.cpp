@@ -732,7 +732,7 @@ TEST_CASE("renderers: text lists ids / markdown reads as a pull-request comment 
 
   const std::string json = render_json(diff);
   INFO(json);
-  CHECK(json.rfind("{\"base\":\"base\",\"head\":\"head\",\"today\":\"2026-01-15\",\"summary\":{\"weakened\":1,", 0) == 0);
+  CHECK(json.rfind("{\"format_version\":1,\"base\":\"base\",\"head\":\"head\",\"today\":\"2026-01-15\",\"summary\":{\"weakened\":1,", 0) == 0);
   CHECK(has(json, "\"exit_status\":1"));
   CHECK(has(json, "{\"id\":\"weakened:capsule:reference.relu:value\",\"direction\":\"weakened\",\"scope\":\"capsule\","
                        "\"kind\":\"evidence\",\"subject\":\"reference.relu\",\"aspect\":\"value\",\"obligation\":\"value\""));

@@ -159,7 +159,7 @@ std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format
       return render(diagnostics);
     case DiagFormat::Json: {
       JsonWriter json;
-      json.begin_object().key("diagnostics").begin_array();
+      json.begin_document().key("diagnostics").begin_array();
       for (const Diagnostic& d : diagnostics) {
         json.begin_object()
             .field("severity", to_string(d.severity))

@@ -270,7 +270,7 @@ std::string render_markdown(const TrustDiff& diff) {
 std::string render_json(const TrustDiff& diff) {
   const DiffCounts n = diff_counts(diff);
   JsonWriter json;
-  json.begin_object().field("base", diff.base_label).field("head", diff.head_label).field("today", format_date(diff.today));
+  json.begin_document().field("base", diff.base_label).field("head", diff.head_label).field("today", format_date(diff.today));
   json.key("summary")
       .begin_object()
       .field("weakened", static_cast<std::int64_t>(n.weakened))

@@ -17,6 +17,8 @@ void JsonWriter::separate() {
   }
 }
 
+JsonWriter& JsonWriter::begin_document() { return begin_object().field("format_version", kJsonFormatVersion); }
+
 JsonWriter& JsonWriter::begin_object() {
   separate();
   out_ += '{';

@@ -242,7 +242,7 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
   switch (format) {
     case ReportFormat::Json: {
       JsonWriter json;
-      json.begin_object();
+      json.begin_document();
       write_profile(json, profile);
       json.key("kernels").begin_array();
       for (const PlannedKernel& k : kernels) write_kernel(json, k.op, *k.capsule, nullptr);
@@ -290,7 +290,7 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
     }
     case ReportFormat::Json: {
       JsonWriter json;
-      json.begin_object();
+      json.begin_document();
       write_profile(json, profile);
       json.key("graph")
           .begin_object()
@@ -388,7 +388,7 @@ std::string plan_error_report(const PlanError& error, ReportFormat format, std::
     return error.render() + "\n" + sources_block(sources) + "\n" + environment_block(environment) + "\n";
   }
   JsonWriter json;
-  json.begin_object().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);
+  json.begin_document().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);
   json.field("op", to_string(error.op));
   if (error.node_id) json.field("node_id", static_cast<std::int64_t>(*error.node_id));
   json.key("candidates").begin_array();

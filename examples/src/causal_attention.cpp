@@ -101,7 +101,7 @@ RuntimeStatus causal_attention(const Run& run) {
 
   if (run.options.json) {
     JsonWriter json;
-    json.begin_object().field("example", "causal_attention").field("profile", run.options.profile);
+    json.begin_document().field("example", "causal_attention").field("profile", run.options.profile);
     json.key("values").begin_object();
     json_rows(json, "scores", scores.value());
     json_rows(json, "hard_masked_softmax", hard.value());

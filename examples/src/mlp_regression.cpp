@@ -68,7 +68,7 @@ RuntimeStatus mlp_regression(const Run& run) {
 
   if (run.options.json) {
     JsonWriter json;
-    json.begin_object().field("example", "mlp_regression").field("profile", run.options.profile)
+    json.begin_document().field("example", "mlp_regression").field("profile", run.options.profile)
         .field("model", model.describe()).field("steps", kSteps).key("losses").begin_array();
     for (const double loss : losses) json.value(loss);
     json.end_array().field("initial_loss", losses.front()).field("final_loss", losses.back());

@@ -39,6 +39,8 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
   auto workspace = load(vm, ctx);
   if (!workspace) return kUsage;
   JsonWriter out;
+  // A document, not a bare array, so it carries its format version like every JSON output.
+  out.begin_document().key(what == What::Ops ? "ops" : what == What::Profiles ? "profiles" : "capsules");
   if (what == What::Ops) {
     out.begin_array();
     for (const Op op : all_values<Op>()) {
@@ -100,6 +102,7 @@ int cmd_list(const std::vector<std::string>& args, Context& ctx) {
     }
     out.end_array();
   }
+  out.end_object();
   if (json) ctx.out << out.str() << "\n";
   return kOk;
 }

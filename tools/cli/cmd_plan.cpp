@@ -69,7 +69,7 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   const Capsule* chosen = resolved.planner.chosen(op);
   if (json) {
     JsonWriter out;
-    out.begin_object().field("profile", profile->name).field("op", to_string(op));
+    out.begin_document().field("profile", profile->name).field("op", to_string(op));
     out.key("chosen");
     if (chosen != nullptr) out.value(chosen->name);
     else out.null();
