@@ -883,6 +883,47 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(sarif, R"(/odd%2Cdir%3Ax/100%25.toml"})"));
     CHECK(has(sarif, R"("text":"50% done\r\nnext\nnote: a: b, c")"));
   }
+
+  TEST_CASE("SARIF counts columns in code points, tracks findings by fingerprint and puts file-less findings in notifications") {
+    // A character outside the BMP (U+1F600: four UTF-8 bytes, two UTF-16 units) before the
+    // finding on its line: the loaders count it as one column, and SARIF says so.
+    const auto root = std::filesystem::temp_directory_path() / "capsule-sarif-columns";
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root / "catalogs");
+    std::filesystem::create_directories(root / "profiles");
+    std::ofstream(root / "catalogs/a.toml") << "schema = 1\nmodule = \"m\"\ndefaults = { trust = \"\xF0\x9F\x98\x80\", bogus = 1 }\n";
+    Workspace workspace = load_workspace({root / "catalogs"}, {root / "profiles"});
+    const auto bogus = std::find_if(workspace.diagnostics.begin(), workspace.diagnostics.end(),
+                                    [](const Diagnostic& d) { return d.message.find("`bogus`") != std::string::npos; });
+    REQUIRE(bogus != workspace.diagnostics.end());
+    CHECK(bogus->where.line == 3);
+    CHECK(bogus->where.column == 27);  // code points; 30 in bytes, 28 in UTF-16 units
+    Diagnostics findings{*bogus};
+    findings.push_back(Diagnostic{Severity::Warning, DiagCode::NoTestSuiteManifest, SourceLoc{}, "no manifest", {}, {}});
+    const std::string sarif = format_diagnostics(findings, DiagFormat::Sarif, "0", root);
+    CHECK(testing::JsonCheck(sarif).one_object());
+    CHECK(has(sarif, R"("columnKind":"unicodeCodePoints")"));
+    CHECK(has(sarif, R"("startLine":3,"startColumn":27)"));
+    CHECK(has(sarif, R"("automationDetails":{"id":"capsule/lint/"})"));
+    // The file-less warning is a notification of the run, not a result without a location.
+    CHECK(has(sarif, R"("toolExecutionNotifications":[{"level":"warning","message":{"text":"no manifest"},)"
+                     R"("associatedRule":{"id":"no-test-suite-manifest",)"));
+    CHECK(count(sarif, R"("ruleId":)") == 1);
+    // The fingerprint ignores the position: the same finding two lines lower keeps it.
+    Diagnostic moved = *bogus;
+    moved.where.line += 2;
+    const std::string later = format_diagnostics(Diagnostics{moved}, DiagFormat::Sarif, "0", root);
+    const auto fingerprint = [](const std::string& text) {
+      const std::string key = R"("capsuleFinding/v1":")";
+      const auto at = text.find(key);
+      return at == std::string::npos ? std::string() : text.substr(at + key.size(), 64);
+    };
+    CHECK(fingerprint(sarif).size() == 64);
+    CHECK(fingerprint(sarif) == fingerprint(later));
+    Diagnostic other = *bogus;
+    other.message += " (changed)";
+    CHECK(fingerprint(format_diagnostics(Diagnostics{other}, DiagFormat::Sarif, "0", root)) != fingerprint(sarif));
+  }
 }
 
 }  // namespace capsule

@@ -7,6 +7,7 @@
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/sha256.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -110,6 +111,29 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
         .end_object();
   }
   json.end_array().end_object().end_object();
+  // Code scanning groups the runs of one analysis by this category and tracks findings across
+  // runs within it (with partialFingerprints below).
+  json.key("automationDetails").begin_object().field("id", "capsule/lint/").end_object();
+  // Columns count Unicode code points, as every loader counts them (toml++, the nesting scan, the
+  // JSON reader): a character outside the BMP is one column, not two UTF-16 units or four bytes.
+  json.field("columnKind", "unicodeCodePoints");
+  // A finding that concerns no file (the missing test-suite manifest) has no location to give
+  // a result, which code scanning requires: it is a notification of the tool's run instead.
+  json.key("invocations").begin_array().begin_object().field("executionSuccessful", true);
+  json.key("toolExecutionNotifications").begin_array();
+  for (const Diagnostic& d : diagnostics) {
+    if (!d.where.file.empty()) continue;
+    const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
+    json.begin_object()
+        .field("level", to_string(d.severity))
+        .key("message").begin_object().field("text", full_message(d)).end_object()
+        .key("associatedRule").begin_object()
+        .field("id", to_string(d.code))
+        .field("index", static_cast<std::int64_t>(index))
+        .end_object()
+        .end_object();
+  }
+  json.end_array().end_object().end_array();
   if (!root.empty()) {
     std::string root_uri = "file://" + uri_path(absolute_normal(root).generic_string());
     if (!root_uri.ends_with('/')) root_uri += '/';
@@ -118,7 +142,9 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
   }
   json.key("results").begin_array();
   for (const Diagnostic& d : diagnostics) {
+    if (d.where.file.empty()) continue;  // a notification above
     const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
+    const std::string relative = under_root(d.where.file, root);
     json.begin_object()
         .field("ruleId", to_string(d.code))
         .field("ruleIndex", static_cast<std::int64_t>(index))
@@ -127,23 +153,27 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
         .begin_object()
         .field("text", full_message(d))
         .end_object();
-    if (!d.where.file.empty()) {
-      json.key("locations").begin_array().begin_object().key("physicalLocation").begin_object()
-          .key("artifactLocation").begin_object();
-      if (const std::string relative = under_root(d.where.file, root); !relative.empty()) {
-        json.field("uri", uri_path(relative)).field("uriBaseId", "PROJECTROOT");
-      } else {
-        json.field("uri", "file://" + uri_path(absolute_normal(d.where.file).generic_string()));
-      }
-      json.end_object();
-      if (d.where.line != 0) {
-        json.key("region").begin_object()
-            .field("startLine", static_cast<std::int64_t>(d.where.line))
-            .field("startColumn", static_cast<std::int64_t>(d.where.column == 0 ? 1 : d.where.column))
-            .end_object();
-      }
-      json.end_object().end_object().end_array();
+    // The same finding in a later run (lines moved by an edit above it) keeps its fingerprint:
+    // rule, file (relative to the root when under it) and message, without the position.
+    json.key("partialFingerprints").begin_object()
+        .field("capsuleFinding/v1", sha256_hex(str(to_string(d.code), '\n', relative.empty() ? d.where.file : relative,
+                                                   '\n', full_message(d))))
+        .end_object();
+    json.key("locations").begin_array().begin_object().key("physicalLocation").begin_object()
+        .key("artifactLocation").begin_object();
+    if (!relative.empty()) {
+      json.field("uri", uri_path(relative)).field("uriBaseId", "PROJECTROOT");
+    } else {
+      json.field("uri", "file://" + uri_path(absolute_normal(d.where.file).generic_string()));
     }
+    json.end_object();
+    if (d.where.line != 0) {
+      json.key("region").begin_object()
+          .field("startLine", static_cast<std::int64_t>(d.where.line))
+          .field("startColumn", static_cast<std::int64_t>(d.where.column == 0 ? 1 : d.where.column))
+          .end_object();
+    }
+    json.end_object().end_object().end_array();
     json.end_object();
   }
   json.end_array().end_object().end_array().end_object();
