@@ -290,6 +290,43 @@ TEST_SUITE("cli") {
     CHECK(has(both.err, "give at most one of them as -"));
   }
 
+  TEST_CASE("lint FILE... reports only the named files' findings, checked in the context of their tree") {
+    const auto dir = scratch_dir("lint-named");
+    std::filesystem::copy(source_dir() / "catalogs", dir / "catalogs");
+    std::filesystem::copy(source_dir() / "profiles", dir / "profiles");
+    std::ofstream(dir / "catalogs/broken.toml") << "schema = 1\nmodule = \"broken\"\nbogus = 1\n";
+    const std::string broken = (dir / "catalogs/broken.toml").string();
+    const std::string clean = (dir / "profiles/checked_cpu.toml").string();
+    const std::vector<std::string> root{"--root", dir.string(), "--allow", "no-compiled-handler", "--allow",
+                                        "unverifiable-evidence", "--allow", "unlisted-handler", "--allow",
+                                        "handler-vjp-mismatch"};
+    auto lint = [&](std::vector<std::string> files) {
+      std::vector<std::string> args{"lint"};
+      args.insert(args.end(), files.begin(), files.end());
+      args.insert(args.end(), root.begin(), root.end());
+      return capsule::testing::run_cli(args);
+    };
+    const CliRun whole = lint({});
+    CHECK(whole.status == 1);
+    CHECK(has(whole.out, "broken.toml:3:1: error[unknown-key]"));
+    // The clean profile, named: the broken catalog still loads beside it, but is not reported.
+    const CliRun named_clean = lint({clean});
+    CHECK(named_clean.status == 0);
+    CHECK_FALSE(has(named_clean.out, "broken.toml"));
+    CHECK(has(named_clean.out, "lint: 1 named files of "));
+    const CliRun named_broken = lint({broken, clean});
+    CHECK(named_broken.status == 1);
+    CHECK(has(named_broken.out, "broken.toml:3:1: error[unknown-key]"));
+    CHECK(has(named_broken.out, "lint: 2 named files of "));
+    // A file outside the loaded tree, or none at all, is a usage error, never silently skipped.
+    const CliRun outside = lint({(source_dir() / "README.md").string()});
+    CHECK(outside.status == 2);
+    CHECK(has(outside.err, "is not in a loaded catalogs or profiles directory"));
+    const CliRun missing = lint({(dir / "catalogs/nope.toml").string()});
+    CHECK(missing.status == 2);
+    CHECK(has(missing.err, "no such file"));
+  }
+
   TEST_CASE("a mistyped flag gets the nearest flag of its command, and an unlike one gets none") {
     const CliRun typo = capsule::testing::run_cli({"plan", "--profil", "checked_cpu", "--ops", "relu"});
     CHECK(typo.status == 2);

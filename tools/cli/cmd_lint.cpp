@@ -104,6 +104,45 @@ std::optional<EvidenceManifest> test_suites(const po::variables_map& vm, const E
   return std::nullopt;
 }
 
+/// The files `capsule lint FILE...` names, each resolved to its canonical path. A named file
+/// must be a regular `*.toml` inside one of the loaded catalog or profile directories: it is
+/// linted in the context of its tree, never on its own.
+std::vector<fs::path> named_files(const std::vector<std::string>& files, const DataDirs& dirs) {
+  std::vector<fs::path> dir_paths;
+  for (const fs::path& d : dirs.catalogs) dir_paths.push_back(d);
+  for (const fs::path& d : dirs.profiles) dir_paths.push_back(d);
+  std::vector<fs::path> named;
+  for (const std::string& file : files) {
+    std::error_code error;
+    if (!fs::is_regular_file(file, error)) {
+      throw UsageError{str("cannot lint `", file, "`: ", fs::exists(file, error) ? "not a regular file" : "no such file")};
+    }
+    const fs::path canonical = fs::weakly_canonical(file, error);
+    const bool inside = std::any_of(dir_paths.begin(), dir_paths.end(), [&](const fs::path& dir) {
+      std::error_code e;
+      return fs::weakly_canonical(dir, e) == canonical.parent_path();
+    });
+    if (error || !inside) {
+      throw UsageError{str("`", file, "` is not in a loaded catalogs or profiles directory; lint names files of the "
+                           "tree it loads (give --root, --catalogs or --profiles for the file's tree)")};
+    }
+    named.push_back(canonical);
+  }
+  return named;
+}
+
+/// Keeps the findings located in one of `named` (every finding when `named` is empty).
+Diagnostics in_named_files(Diagnostics findings, const std::vector<fs::path>& named) {
+  if (named.empty()) return findings;
+  std::erase_if(findings, [&](const Diagnostic& d) {
+    if (d.where.file.empty()) return true;
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(d.where.file, error);
+    return error || std::find(named.begin(), named.end(), canonical) == named.end();
+  });
+  return findings;
+}
+
 std::string rules_help() {
   std::string out = "rules (id, default severity, what it checks):\n";
   for (const LintRule& rule : kLintRules) {
@@ -120,7 +159,7 @@ std::string rules_help() {
 
 int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
-      "capsule lint [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
+      "capsule lint [FILE]... [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
       "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]\n"
       "             [--ledger FILE]...");
   options.add(data_options());
@@ -129,8 +168,11 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
       ("allow", po::value<std::vector<std::string>>()->composing(), "do not report RULE")
       ("test-suites", po::value<std::string>(), "this build's evidence manifest: its test suites and what each covers (default: the one the build wrote)")
       ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
+      ("file", po::value<std::vector<std::string>>()->composing(), "report only the findings in these files (positional)")
       ("help,h", "show this help");
   add_ledger_option(options);
+  po::positional_options_description positional;
+  positional.add("file", -1);
   if (wants_help(args)) {
     ctx.out << options
             << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
@@ -140,17 +182,21 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
                "every problem in one run. With --ledger, evidence must also have passed on this build: test-suite\n"
                "and fuzz-oracle evidence of every capsule with a compiled handler needs a passing ledger entry\n"
                "(evidence-not-passed), and capsules this build cannot run are listed as not run here\n"
-               "(evidence-not-run-here). Exit 0 when no error remains after --deny/--allow, 1 when one does,\n"
-               "2 for usage errors or unreadable directories.\n\n"
+               "(evidence-not-run-here). Named FILEs (for pre-commit hooks and editors) are checked in the\n"
+               "context of the whole tree, which still loads, and only their findings are reported. Exit 0 when\n"
+               "no error remains after --deny/--allow, 1 when one does, 2 for usage errors or unreadable\n"
+               "directories.\n\n"
             << rules_help();
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options);
+  const po::variables_map vm = parse_args(args, options, positional);
   const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
   const RuleOverrides overrides = rule_overrides(vm);
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
+  const std::vector<fs::path> named =
+      named_files(vm.count("file") ? vm["file"].as<std::vector<std::string>>() : std::vector<std::string>{}, dirs);
   LintScope scope{dirs.catalogs, dirs.profiles, std::nullopt};
   if (vm.count("source-root")) scope.source_root = fs::path(vm["source-root"].as<std::string>());
   Workspace workspace = load_workspace(scope.catalog_dirs, scope.profile_dirs, load_options(ctx.env));
@@ -176,7 +222,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   }
   workspace.diagnostics.insert(workspace.diagnostics.begin(), nothing.begin(), nothing.end());
   workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
-  const Diagnostics findings = apply_lint_rules(std::move(workspace.diagnostics), overrides);
+  const Diagnostics findings = in_named_files(apply_lint_rules(std::move(workspace.diagnostics), overrides), named);
 
   // SARIF and GitHub name files relative to the repository (see annotation_root).
   const fs::path root = annotation_root(scope);
@@ -186,7 +232,8 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const std::array<std::size_t, 3> counts = severity_counts(findings);
   const std::size_t errors = counts[static_cast<std::size_t>(Severity::Error)];
   if (format == DiagFormat::Text) {
-    ctx.out << str("lint: ", workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
+    ctx.out << str("lint: ", named.empty() ? std::string() : str(named.size(), " named files of "),
+                   workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
                    " profiles: ", errors, " errors, ", counts[static_cast<std::size_t>(Severity::Warning)], " warnings, ",
                    counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
   }
