@@ -73,15 +73,25 @@ TEST_SUITE("examples") {
     CHECK_FALSE(has(r.out, "\r"));  // not a terminal: plain lines, no progress bar
   }
 
-  TEST_CASE("a terminal gets a progress bar instead of plain lines") {
+  TEST_CASE("a terminal gets a progress bar on standard error, never in the report") {
     capsule::cli::Environment env;
     env.terminal = true;
-    const CliRun r = capsule::testing::run_cli({"run", "cnn_classifier", "--profile", "checked_cpu", "--catalogs",
-                                                (source_dir() / "catalogs").string(), "--profiles",
-                                                (source_dir() / "profiles").string()},
-                                               env);
+    env.error_terminal = true;
+    const std::vector<std::string> args{"run", "cnn_classifier", "--profile", "checked_cpu", "--catalogs",
+                                        (source_dir() / "catalogs").string(), "--profiles",
+                                        (source_dir() / "profiles").string()};
+    const CliRun r = capsule::testing::run_cli(args, env);
     REQUIRE(r.status == 0);
-    CHECK(has(r.out, "\r[##############################] step 25/25 loss "));
+    CHECK(has(r.err, "\r[##############################] step 25/25 loss "));
+    CHECK_FALSE(has(r.out, "\r"));
+    CHECK_FALSE(has(r.out, "step 25/25"));  // the bar replaces the step lines
+    CHECK(has(r.out, "capsules used ("));
+    // Standard error redirected (a log file): no bar anywhere, the step lines are in the report.
+    env.error_terminal = false;
+    const CliRun logged = capsule::testing::run_cli(args, env);
+    REQUIRE(logged.status == 0);
+    CHECK_FALSE(has(logged.err, "\r"));
+    CHECK(has(logged.out, "step 25/25 loss "));
   }
 
   TEST_CASE("cnn_classifier trains conv and pool layers for a few steps") {

@@ -59,7 +59,7 @@ RuntimeStatus cnn_classifier(const Run& run) {
   }
 
   std::vector<double> losses;
-  Progress progress(run.out, run.options.terminal, kSteps, 1);
+  Progress progress(run.out, run.options.progress_bar, kSteps, 1);
   for (std::int64_t step = 1; step <= kSteps; ++step) {
     CAPSULE_TRY(const double loss, train_step(session, model, cross_entropy, optimizer, batch));
     losses.push_back(loss);

@@ -43,18 +43,19 @@ std::string fixed(double value, int decimals = 6);
 /// `[a, b, c]` with fixed decimals.
 std::string fixed_row(std::span<const double> values, int decimals = 6);
 
-/// Training progress: a redrawn bar on a terminal, otherwise one plain line
-/// `step K/N loss X` at the first step, every `every` steps and the last.
+/// Training progress: a redrawn bar on `bar` when given (standard error, watched on a terminal),
+/// otherwise one plain line `step K/N loss X` in the report on `out` at the first step, every
+/// `every` steps and the last.
 class Progress {
  public:
-  Progress(std::ostream& out, bool terminal, std::int64_t total, std::int64_t every)
-      : out_(out), terminal_(terminal), total_(total), every_(every) {}
+  Progress(std::ostream& out, std::ostream* bar, std::int64_t total, std::int64_t every)
+      : out_(out), bar_(bar), total_(total), every_(every) {}
   void update(std::int64_t step, double loss);
   void finish();
 
  private:
   std::ostream& out_;
-  bool terminal_;
+  std::ostream* bar_;
   std::int64_t total_;
   std::int64_t every_;
   bool drawn_ = false;

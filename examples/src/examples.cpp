@@ -136,10 +136,10 @@ std::string fixed_row(std::span<const double> values, int decimals) {
 }
 
 void Progress::update(std::int64_t step, double loss) {
-  if (terminal_) {
+  if (bar_ != nullptr) {
     constexpr std::int64_t kWidth = 30;
     const std::int64_t filled = total_ > 0 ? step * kWidth / total_ : kWidth;
-    out_ << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
+    *bar_ << "\r[" << std::string(static_cast<std::size_t>(filled), '#')
          << std::string(static_cast<std::size_t>(kWidth - filled), '.') << "] step " << step << "/" << total_
          << " loss " << fixed(loss) << std::flush;
     drawn_ = true;
@@ -151,7 +151,7 @@ void Progress::update(std::int64_t step, double loss) {
 }
 
 void Progress::finish() {
-  if (drawn_) out_ << "\n";
+  if (drawn_ && bar_ != nullptr) *bar_ << "\n";
   drawn_ = false;
 }
 

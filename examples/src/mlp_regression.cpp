@@ -58,7 +58,7 @@ RuntimeStatus mlp_regression(const Run& run) {
 
   std::vector<double> losses;
   losses.reserve(static_cast<std::size_t>(kSteps));
-  Progress progress(run.out, run.options.terminal, kSteps, 20);
+  Progress progress(run.out, run.options.progress_bar, kSteps, 20);
   for (std::int64_t step = 1; step <= kSteps; ++step) {
     CAPSULE_TRY(const double loss, train_step(session, model, mse_loss, optimizer, batch));
     losses.push_back(loss);

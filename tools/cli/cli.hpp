@@ -23,8 +23,11 @@ struct Environment {
   std::filesystem::path working_dir;
   /// Current date override (YYYY-MM-DD) for trust expiry, from CAPSULE_TODAY; empty = clock.
   std::string today;
-  /// Standard output is a terminal (progress bars instead of plain lines).
+  /// Standard output is a terminal.
   bool terminal = false;
+  /// Standard error is a terminal. With `terminal`, `capsule run` draws its progress bar on
+  /// standard error instead of printing step lines in its report.
+  bool error_terminal = false;
   /// The environment fingerprint every report prints; unset = this build's and this process's
   /// (capsule::current_fingerprint()). Tests that compare goldens pass a fixed one.
   std::optional<EnvironmentFingerprint> fingerprint;

@@ -78,7 +78,8 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   examples::ExampleOptions run_options;
   run_options.json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
   run_options.show_backend = vm["show-backend"].as<bool>();
-  run_options.terminal = ctx.env.terminal && !run_options.json;
+  // The bar is drawn on standard error, never in the report; only when someone watches both.
+  if (ctx.env.terminal && ctx.env.error_terminal && !run_options.json) run_options.progress_bar = &ctx.err;
   run_options.environment = ctx.fingerprint;
   run_options.boundary_copies = linked_boundary_copies;
   std::optional<fs::path> dump_graph;

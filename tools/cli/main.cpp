@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   env.executable_dir = error ? std::filesystem::path(argv[0]).parent_path() : self.parent_path();
   if (const char* today = std::getenv("CAPSULE_TODAY")) env.today = today;
   env.terminal = isatty(STDOUT_FILENO) != 0;
+  env.error_terminal = isatty(STDERR_FILENO) != 0;
   int status = capsule::cli::run(args, std::cout, std::cerr, env);
   // A report that never reached its reader is a failure, not a success: a closed standard output,
   // a full disk, or a reader that went away while SIGPIPE is ignored (docs/security.md).

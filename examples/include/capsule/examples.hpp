@@ -44,7 +44,10 @@ struct ExampleOptions {
   std::string profile;  ///< a profile name loaded in the workspace
   bool show_backend = false;  ///< the session prints its backend report at open and per selection
   bool json = false;          ///< print one JSON object instead of text
-  bool terminal = false;      ///< `out` is a terminal: draw a progress bar instead of plain lines
+  /// Where to draw a redrawn progress bar instead of printing step lines in the report (the
+  /// CLI passes standard error when both it and standard output are terminals); null: step lines.
+  /// The bar never enters the report's data stream. Must outlive the run.
+  std::ostream* progress_bar = nullptr;
   /// Write the model's lowered IR graph here (examples with a model only).
   std::optional<std::filesystem::path> dump_graph;
   /// The environment fingerprint the report prints next to its sources (the caller collects it).
