@@ -1933,6 +1933,44 @@ TEST_SUITE("libtorch.autograd_vjps") {
       }
     }
   }
+  TEST_CASE("a div boundary's b-gradient is ATen's -g*((a/b)/b), which over- or underflows where the reference's "
+            "value is finite") {
+    // The documented div difference (docs/libtorch.md), pinned under autograd: the quotient a/b
+    // overflows (first element) or underflows (second) although −g·a/b² is representable; the
+    // reference's significand/exponent form gives the finite value.
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      CAPTURE(to_string(dtype));
+      const double big = dtype == DType::F32 ? 1e38 : 1e307;
+      const double tiny = dtype == DType::F32 ? 1e-30 : 1e-300;
+      const std::vector<double> av{big, tiny};
+      // −g·a/b²: 1e-10·big/0.01 (1e30 or 1e299) and 1e20·1e-30/1e20 = 1e-30 (float32) or
+      // 1e60·1e-300/1e60 = 1e-300 (float64), while (a/b) is inf or (a/b)/b is 0.
+      const std::vector<double> bv{0.1, dtype == DType::F32 ? 1e10 : 1e30};
+      const std::vector<double> gv{1e-10, dtype == DType::F32 ? 1e20 : 1e60};
+      const Tensor a = tensor_of({2}, dtype, av);
+      const Tensor b = tensor_of({2}, dtype, bv);
+      const Tensor g = tensor_of({2}, dtype, gv);
+      const std::vector<Tensor> in{a, b};
+      const Tensor ref = oracle(Op::Div).forward(in, {}).value();
+      const std::vector<double> want = oracle(Op::Div).backward(in, ref, g, {}).value()[1].to_vector();
+      const LibtorchRun region = run_libtorch(Path::Autograd, Op::Div, in, {}, ref, &g);
+      const std::vector<double> got = region.grads[1].to_vector();
+      const std::vector<double> x = a.to_vector();
+      const std::vector<double> y = b.to_vector();
+      const std::vector<double> w = g.to_vector();
+      for (std::size_t i = 0; i < 2; ++i) {
+        CAPTURE(i);
+        // ATen's order, rounded in the element type at each step.
+        const double aten = dtype == DType::F32
+                                ? double(-(float(w[i]) * ((float(x[i]) / float(y[i])) / float(y[i]))))
+                                : -(w[i] * ((x[i] / y[i]) / y[i]));
+        CHECK(std::isfinite(want[i]));
+        CHECK(want[i] != 0);
+        CHECK(same_bits(got[i], aten));
+        CHECK_FALSE(same_bits(got[i], want[i]));
+      }
+    }
+  }
   TEST_CASE("a max_pool boundary routes a window's gradient to its last NaN, ATen's choice, where the reference picks "
             "the first") {
     // The documented max_pool difference (docs/libtorch.md), pinned under autograd: ATen's argmax
