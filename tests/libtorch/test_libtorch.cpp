@@ -1692,8 +1692,8 @@ void check_product_region_specials(bool vjps) {
   }
 }
 
-/// conv and conv_transpose 2-d regions with NaN, ±inf and −0.0 in the input, the weights and the
-/// bias (every term is an IEEE product on both sides; the window of a padded position reads no
+/// conv and conv_transpose regions (2-d, and 1-d grouped and dilated) with NaN, ±inf and −0.0 in
+/// the input, the weights and the bias (every term is an IEEE product on both sides; the window of a padded position reads no
 /// input on either side).
 void check_conv_region_specials(bool vjps) {
   const Tolerance products{Bound::Terms, 2};
@@ -1717,6 +1717,16 @@ void check_conv_region_specials(bool vjps) {
     // input positions (9), dx over o·kh·kw = 8.
     expect_region_specials(vjps, Op::ConvTranspose, {x, w, bias}, strided, products, products, 9);
     expect_region_specials(vjps, Op::ConvTranspose, {finite_x, special_w}, {}, products, products, 9);
+    // 1-d, two groups, dilated (run as 2-d of height 1): n: forward (c/groups)·k = 4, dw sums the
+    // 5 (conv) or 6 (conv_transpose) positions, dx (o/groups)·k = 4.
+    OpAttrs grouped;
+    grouped.groups = 2;
+    grouped.dilation = {2};
+    const Tensor x1 = specials_of({1, 4, 6}, dtype, 3);
+    const Tensor w1 = tensor_of({2, 2, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
+    expect_region_specials(vjps, Op::Conv, {x1, w1}, grouped, products, products, 6);
+    const Tensor wt1 = tensor_of({4, 1, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
+    expect_region_specials(vjps, Op::ConvTranspose, {x1, wt1}, grouped, products, products, 6);
   }
 }
 
