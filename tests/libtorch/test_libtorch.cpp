@@ -576,7 +576,7 @@ struct LibtorchRun {
 };
 
 LibtorchRun run_libtorch(Path path, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                         const Tensor& ref_output, const Tensor* grad) {
+                         const Tensor& ref_output, const Tensor* grad, const std::vector<bool>* tracked = nullptr) {
   const HandlerSpec& h = libtorch_handler(op);
   LibtorchRun run;
   if (path == Path::Plain) {
@@ -592,6 +592,7 @@ LibtorchRun run_libtorch(Path path, Op op, const std::vector<Tensor>& inputs, co
   REQUIRE((h.forward_autograd != nullptr));
   std::vector<bool> needs(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && input_takes_gradient(op, i);
+  if (tracked != nullptr) needs = *tracked;  // the engine's flags, as the caller gives them
   auto region = h.forward_autograd(inputs, attrs, needs);
   REQUIRE_MESSAGE(region.has_value(), region.error().message);
   run.output = region->output;
@@ -601,7 +602,9 @@ LibtorchRun run_libtorch(Path path, Op op, const std::vector<Tensor>& inputs, co
   REQUIRE(grads->size() == inputs.size());
   run.grads = std::move(*grads);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (needs[i] && !run.grads[i].defined()) run.grads[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype()).value();
+    if (needs[i] && inputs[i].defined() && !run.grads[i].defined()) {
+      run.grads[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype()).value();
+    }
   }
   return run;
 }
@@ -1491,25 +1494,23 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// One region of `op` compared with the reference on hand-made inputs: the output under `fwd`,
-/// then (with `vjps`) every gradient of the boundary's VJP of `grad` under `bwd` (n terms). The
-/// VJP runs either way, as the engine runs it. An input `needs` leaves untracked gets no
-/// gradient; one autograd did not reach is the engine's zeros.
-void expect_region_matches(bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                           const Tensor& grad, Tolerance fwd, Tolerance bwd, std::int64_t n,
-                           const std::vector<bool>& needs) {
+/// One call of `op` on `path` compared with the reference on hand-made inputs: the output under
+/// `fwd`, then (with `vjps`) every gradient of `grad` under `bwd` (n terms). On the autograd path
+/// the VJP runs either way, as the engine runs it; an input `needs` leaves untracked gets no
+/// gradient, and one autograd did not reach is the engine's zeros.
+void expect_path_matches(Path path, bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                         const Tensor& grad, Tolerance fwd, Tolerance bwd, std::int64_t n,
+                         const std::vector<bool>& needs) {
   const Tensor ref = oracle(op).forward(inputs, attrs).value();
-  auto region = libtorch_handler(op).forward_autograd(inputs, attrs, needs);
-  REQUIRE_MESSAGE(region.has_value(), region.error().message);
+  const bool run_vjp = vjps || path == Path::Autograd;
+  const LibtorchRun lib = run_libtorch(path, op, inputs, attrs, ref, run_vjp ? &grad : nullptr, &needs);
   Tensor terms;
   if (fwd.bound == Bound::Terms) terms = oracle(op).forward(absolute_all(inputs).value(), attrs).value();
-  const std::string miss = compare(region->output, ref, fwd, &terms, n);
+  const std::string miss = compare(lib.output, ref, fwd, &terms, n);
   CHECK_MESSAGE(miss.empty(), to_string(op) << ": " << miss);
-  auto got = region->boundary->vjp(grad);
-  REQUIRE_MESSAGE(got.has_value(), got.error().message);
-  REQUIRE(got->size() == inputs.size());
   if (!vjps) return;
   const auto want = oracle(op).backward(inputs, ref, grad, attrs).value();
+  REQUIRE(lib.grads.size() == want.size());
   std::vector<Tensor> grad_terms(want.size());
   if (bwd.bound == Bound::Terms) {
     grad_terms =
@@ -1517,15 +1518,20 @@ void expect_region_matches(bool vjps, Op op, const std::vector<Tensor>& inputs, 
   }
   for (std::size_t i = 0; i < want.size(); ++i) {
     CAPTURE(i);
-    if (!needs[i]) {
-      CHECK_FALSE((*got)[i].defined());
+    if (path == Path::Autograd && !needs[i]) {
+      CHECK_FALSE(lib.grads[i].defined());
       continue;
     }
-    Tensor g = (*got)[i];
-    if (!g.defined() && want[i].defined()) g = Tensor::zeros(inputs[i].shape(), inputs[i].dtype()).value();
-    const std::string gmiss = compare(g, want[i], bwd, &grad_terms[i], n);
+    const std::string gmiss = compare(lib.grads[i], want[i], bwd, &grad_terms[i], n);
     CHECK_MESSAGE(gmiss.empty(), to_string(op) << " gradient " << i << ": " << gmiss);
   }
+}
+
+/// expect_path_matches on the autograd region.
+void expect_region_matches(bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                           const Tensor& grad, Tolerance fwd, Tolerance bwd, std::int64_t n,
+                           const std::vector<bool>& needs) {
+  expect_path_matches(Path::Autograd, vjps, op, inputs, attrs, grad, fwd, bwd, n, needs);
 }
 
 std::vector<bool> every_input(std::size_t n) { return std::vector<bool>(n, true); }
@@ -1623,12 +1629,12 @@ void check_scaled_matmul_region_specials(bool vjps) {
   }
 }
 
-// The special-value classes under autograd for every other region op (docs/libtorch.md,
-// "Differences from the reference under autograd"): the region's output against the reference's
-// forward, and its boundary's VJP against the reference's adjoint with g = 0.75 and with
+// The special-value classes for every other op (docs/libtorch.md, "Special values under
+// autograd"), on either path: the output against the reference's forward, and the gradients (the
+// boundary's VJP, or the adjoint kernel) against the reference's adjoint with g = 0.75 and with
 // gradients holding NaN and ±inf.
 
-/// The output gradients of a region special-value case: 0.75 everywhere, then (with the VJPs) the
+/// The output gradients of a special-value case: 0.75 everywhere, then (with the VJPs) the
 /// special-value classes in `shape`'s elements at two offsets, so that NaN, ±inf and −0.0 meet
 /// both finite and non-finite inputs.
 std::vector<Tensor> region_gradients(const Shape& shape, DType dtype, bool vjps) {
@@ -1640,22 +1646,23 @@ std::vector<Tensor> region_gradients(const Shape& shape, DType dtype, bool vjps)
   return grads;
 }
 
-/// expect_region_matches for every gradient of region_gradients, every input tracked.
-void expect_region_specials(bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs, Tolerance fwd,
-                            Tolerance bwd, std::int64_t n) {
+/// expect_path_matches for every gradient of region_gradients, every input tracked.
+void expect_specials(Path path, bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                     Tolerance fwd, Tolerance bwd, std::int64_t n) {
   CAPTURE(to_string(op));
+  CAPTURE(to_string(path));
   const Tensor ref = oracle(op).forward(inputs, attrs).value();
   std::vector<bool> needs(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && input_takes_gradient(op, i);
   for (const Tensor& grad : region_gradients(ref.shape(), ref.dtype(), vjps)) {
     CAPTURE(to_string(grad.shape()));
-    expect_region_matches(vjps, op, inputs, attrs, grad, fwd, bwd, n, needs);
+    expect_path_matches(path, vjps, op, inputs, attrs, grad, fwd, bwd, n, needs);
   }
 }
 
-/// reduce_sum and reduce_mean regions over lanes holding NaN, inf beside −inf (NaN), one infinity,
+/// reduce_sum and reduce_mean on `path` over lanes holding NaN, inf beside −inf (NaN), one infinity,
 /// only −0.0, and finite values; over all axes, one axis and two kept axes.
-void check_reduction_region_specials(bool vjps) {
+void check_reduction_specials(Path path, bool vjps) {
   for (const DType dtype : {DType::F32, DType::F64}) {
     CAPTURE(to_string(dtype));
     const Tensor x = tensor_of({4, 3}, dtype, {1, kNan, 2, kInf, 1, -kInf, -0.0, -0.0, -0.0, 2.5, -kInf, 1});
@@ -1665,37 +1672,37 @@ void check_reduction_region_specials(bool vjps) {
     columns_kept.axes = {0};
     columns_kept.keepdim = true;
     for (const Op op : {Op::ReduceSum, Op::ReduceMean}) {
-      expect_region_specials(vjps, op, {x}, {}, {Bound::Terms, 2}, kExact, 12);
-      expect_region_specials(vjps, op, {x}, rows, {Bound::Terms, 2}, kExact, 3);
-      expect_region_specials(vjps, op, {x}, columns_kept, {Bound::Terms, 2}, kExact, 4);
+      expect_specials(path, vjps, op, {x}, {}, {Bound::Terms, 2}, kExact, 12);
+      expect_specials(path, vjps, op, {x}, rows, {Bound::Terms, 2}, kExact, 3);
+      expect_specials(path, vjps, op, {x}, columns_kept, {Bound::Terms, 2}, kExact, 4);
     }
   }
 }
 
-/// matmul and linear regions whose operands hold NaN, ±inf and −0.0 (IEEE through the dot
+/// matmul and linear on `path`, operands holding NaN, ±inf and −0.0 (IEEE through the dot
 /// products on both sides: 0·inf and inf − inf are NaN), bias included.
-void check_product_region_specials(bool vjps) {
+void check_product_specials(Path path, bool vjps) {
   const Tolerance products{Bound::Terms, 2};
   for (const DType dtype : {DType::F32, DType::F64}) {
     CAPTURE(to_string(dtype));
     const Tensor a = tensor_of({3, 2}, dtype, {1, kNan, kInf, 2, -0.0, 0.5});
     const Tensor b = tensor_of({2, 3}, dtype, {1, 0.0, -2, 3, 1, -0.0});
-    expect_region_specials(vjps, Op::Matmul, {a, b}, {}, products, products, 3);
+    expect_specials(path, vjps, Op::Matmul, {a, b}, {}, products, products, 3);
     const Tensor ba = tensor_of({2, 1, 3}, dtype, {-kInf, 1, 2, 0.5, -0.0, kNan});
     const Tensor bb = tensor_of({2, 3, 2}, dtype, {1, 2, kInf, 0, -1, 0.5, 2, -0.0, 1, 1, 0.25, -3});
-    expect_region_specials(vjps, Op::Matmul, {ba, bb}, {}, products, products, 3);
+    expect_specials(path, vjps, Op::Matmul, {ba, bb}, {}, products, products, 3);
     const Tensor x = tensor_of({3, 2}, dtype, {1, -0.0, kInf, 2, kNan, 0.5});
     const Tensor w = tensor_of({2, 2}, dtype, {0.5, -1, 0.0, 2});
     const Tensor bias = tensor_of({2}, dtype, {-kInf, 0.25});
-    expect_region_specials(vjps, Op::Linear, {x, w, bias}, {}, products, products, 3);
-    expect_region_specials(vjps, Op::Linear, {x, w}, {}, products, products, 3);
+    expect_specials(path, vjps, Op::Linear, {x, w, bias}, {}, products, products, 3);
+    expect_specials(path, vjps, Op::Linear, {x, w}, {}, products, products, 3);
   }
 }
 
-/// conv and conv_transpose regions (2-d, and 1-d grouped and dilated) with NaN, ±inf and −0.0 in
+/// conv and conv_transpose on `path` (2-d, and 1-d grouped and dilated) with NaN, ±inf and −0.0 in
 /// the input, the weights and the bias (every term is an IEEE product on both sides; the window of a padded position reads no
 /// input on either side).
-void check_conv_region_specials(bool vjps) {
+void check_conv_specials(Path path, bool vjps) {
   const Tolerance products{Bound::Terms, 2};
   OpAttrs padded;
   padded.padding = {1, 0};
@@ -1709,14 +1716,14 @@ void check_conv_region_specials(bool vjps) {
     const Tensor w = tensor_of({2, 2, 2, 2}, dtype, {1, -0.5, 0, 2, -1, 0.25, 1, -0.0, 0.5, 1, -2, 1, 0, 1, 0.5, -1});
     const Tensor bias = tensor_of({2}, dtype, {0.5, -0.0});
     // n: forward 2·2·2 = 8 terms; dw sums n·out spatial ≤ 4·3 = 12; dx sums o·kh·kw = 8.
-    expect_region_specials(vjps, Op::Conv, {x, w, bias}, padded, products, products, 12);
+    expect_specials(path, vjps, Op::Conv, {x, w, bias}, padded, products, products, 12);
     const Tensor finite_x = tensor_of({1, 2, 3, 3}, dtype, {1, 2, -1, 0.5, 0, 3, -2, 1, 1, 0.25, -0.0, 2, 1, -1, 0, 3, 2, 1});
     const Tensor special_w = specials_of({2, 2, 2, 2}, dtype, 1);
-    expect_region_specials(vjps, Op::Conv, {finite_x, special_w}, {}, products, products, 8);
+    expect_specials(path, vjps, Op::Conv, {finite_x, special_w}, {}, products, products, 8);
     // conv_transpose's weight is [c, o/groups, kh, kw]; n: forward c·kh·kw = 8, dw sums over the
     // input positions (9), dx over o·kh·kw = 8.
-    expect_region_specials(vjps, Op::ConvTranspose, {x, w, bias}, strided, products, products, 9);
-    expect_region_specials(vjps, Op::ConvTranspose, {finite_x, special_w}, {}, products, products, 9);
+    expect_specials(path, vjps, Op::ConvTranspose, {x, w, bias}, strided, products, products, 9);
+    expect_specials(path, vjps, Op::ConvTranspose, {finite_x, special_w}, {}, products, products, 9);
     // 1-d, two groups, dilated (run as 2-d of height 1): n: forward (c/groups)·k = 4, dw sums the
     // 5 (conv) or 6 (conv_transpose) positions, dx (o/groups)·k = 4.
     OpAttrs grouped;
@@ -1724,15 +1731,15 @@ void check_conv_region_specials(bool vjps) {
     grouped.dilation = {2};
     const Tensor x1 = specials_of({1, 4, 6}, dtype, 3);
     const Tensor w1 = tensor_of({2, 2, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
-    expect_region_specials(vjps, Op::Conv, {x1, w1}, grouped, products, products, 6);
+    expect_specials(path, vjps, Op::Conv, {x1, w1}, grouped, products, products, 6);
     const Tensor wt1 = tensor_of({4, 1, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
-    expect_region_specials(vjps, Op::ConvTranspose, {x1, wt1}, grouped, products, products, 6);
+    expect_specials(path, vjps, Op::ConvTranspose, {x1, wt1}, grouped, products, products, 6);
   }
 }
 
-/// max_pool and avg_pool windows holding NaN (one per window: see the pinned difference below),
+/// max_pool and avg_pool on `path`, windows holding NaN (one per window: see the pinned difference below),
 /// inf beside −inf, only −inf, a ±0 tie and finite values, 2-d and 1-d with padding.
-void check_pool_region_specials(bool vjps) {
+void check_pool_specials(Path path, bool vjps) {
   OpAttrs pool2;
   pool2.kernel = {2, 2};
   OpAttrs pool1;
@@ -1745,16 +1752,16 @@ void check_pool_region_specials(bool vjps) {
     const Tensor x = tensor_of({1, 1, 4, 4}, dtype,
                                {1, kNan, kInf, -kInf, 2, 3, 0.5, -1, -kInf, -kInf, -0.0, 0.0, -kInf, -kInf, -0.0, 0.0});
     const Tensor x1 = tensor_of({1, 2, 6}, dtype, {-kInf, -kInf, kNan, 1, kInf, 2, -0.0, 0.0, -kInf, 4, -kInf, -kInf});
-    expect_region_specials(vjps, Op::MaxPool, {x}, pool2, kExact, kExact, 1);
-    expect_region_specials(vjps, Op::MaxPool, {x1}, pool1, kExact, kExact, 1);
-    expect_region_specials(vjps, Op::AvgPool, {x}, pool2, {Bound::Terms, 2}, {Bound::Terms, 2}, 4);
-    expect_region_specials(vjps, Op::AvgPool, {x1}, pool1, {Bound::Terms, 2}, {Bound::Terms, 2}, 3);
+    expect_specials(path, vjps, Op::MaxPool, {x}, pool2, kExact, kExact, 1);
+    expect_specials(path, vjps, Op::MaxPool, {x1}, pool1, kExact, kExact, 1);
+    expect_specials(path, vjps, Op::AvgPool, {x}, pool2, {Bound::Terms, 2}, {Bound::Terms, 2}, 4);
+    expect_specials(path, vjps, Op::AvgPool, {x1}, pool1, {Bound::Terms, 2}, {Bound::Terms, 2}, 3);
   }
 }
 
-/// mse_loss and cross_entropy regions on a NaN, an infinity, inf − inf and a −inf logit under a
+/// mse_loss and cross_entropy on `path`: a NaN, an infinity, inf − inf and a −inf logit under a
 /// zero target (0·(−inf) = NaN on both sides), the loss gradient finite and non-finite.
-void check_loss_region_specials(bool vjps) {
+void check_loss_specials(Path path, bool vjps) {
   for (const DType dtype : {DType::F32, DType::F64}) {
     CAPTURE(to_string(dtype));
     const Tensor x = tensor_of({2, 3}, dtype, {1, -0.0, 2.5, 0.5, -1, 3});
@@ -1762,23 +1769,23 @@ void check_loss_region_specials(bool vjps) {
     for (const Tensor& t : {finite_t, tensor_of({2, 3}, dtype, {0.5, kNan, 2, 1, -1, 0}),
                             tensor_of({2, 3}, dtype, {0.5, 1, kInf, 1, -1, 0}),
                             tensor_of({2, 3}, dtype, {0.5, 1, kInf, 1, -kInf, 0})}) {
-      expect_region_specials(vjps, Op::MseLoss, {x, t}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
-      expect_region_specials(vjps, Op::MseLoss, {t, x}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
+      expect_specials(path, vjps, Op::MseLoss, {x, t}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
+      expect_specials(path, vjps, Op::MseLoss, {t, x}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
     }
     const Tensor target = tensor_of({2, 3}, dtype, {0.25, 0.75, 0, 0, 1, 0});
     for (const Tensor& z : {tensor_of({2, 3}, dtype, {1, -kInf, 2, 0.5, -0.0, -kInf}),
                             tensor_of({2, 3}, dtype, {1, kNan, 2, 0.5, -0.0, 1}),
                             tensor_of({2, 3}, dtype, {kInf, 1, 2, 0.5, -0.0, 1})}) {
-      expect_region_specials(vjps, Op::CrossEntropy, {z, target}, {}, {Bound::Lane, 8}, {Bound::Lane, 8}, 6);
+      expect_specials(path, vjps, Op::CrossEntropy, {z, target}, {}, {Bound::Lane, 8}, {Bound::Lane, 8}, 6);
     }
-    expect_region_specials(vjps, Op::CrossEntropy, {x, tensor_of({2, 3}, dtype, {kNan, 1, 0, -kInf, 1, 0})}, {},
+    expect_specials(path, vjps, Op::CrossEntropy, {x, tensor_of({2, 3}, dtype, {kNan, 1, 0, -kInf, 1, 0})}, {},
                            {Bound::Lane, 8}, {Bound::Lane, 8}, 6);
   }
 }
 
-/// reshape, permute and broadcast regions move NaN, ±inf and −0.0 bit for bit; broadcast's
+/// reshape, permute and broadcast on `path` move NaN, ±inf and −0.0 bit for bit; broadcast's
 /// gradient sums the broadcast copies (inf + −inf = NaN).
-void check_shape_region_specials(bool vjps) {
+void check_shape_specials(Path path, bool vjps) {
   OpAttrs reshape;
   reshape.shape = {3, -1};
   OpAttrs permute;
@@ -1787,9 +1794,9 @@ void check_shape_region_specials(bool vjps) {
   bcast.shape = {2, 3, 4};
   for (const DType dtype : {DType::F32, DType::F64}) {
     CAPTURE(to_string(dtype));
-    expect_region_specials(vjps, Op::Reshape, {specials_of({2, 3, 2}, dtype, 0)}, reshape, kExact, kExact, 1);
-    expect_region_specials(vjps, Op::Permute, {specials_of({2, 3, 4}, dtype, 1)}, permute, kExact, kExact, 1);
-    expect_region_specials(vjps, Op::Broadcast, {specials_of({3, 1}, dtype, 2)}, bcast, kExact, {Bound::Terms, 2}, 8);
+    expect_specials(path, vjps, Op::Reshape, {specials_of({2, 3, 2}, dtype, 0)}, reshape, kExact, kExact, 1);
+    expect_specials(path, vjps, Op::Permute, {specials_of({2, 3, 4}, dtype, 1)}, permute, kExact, kExact, 1);
+    expect_specials(path, vjps, Op::Broadcast, {specials_of({3, 1}, dtype, 2)}, bcast, kExact, {Bound::Terms, 2}, 8);
   }
 }
 
@@ -1832,22 +1839,22 @@ TEST_SUITE("libtorch.autograd_values") {
     check_smooth_pool_specials(Path::Autograd, false);
   }
   TEST_CASE("reduction regions on lanes with NaN, inf beside -inf and -0.0 match the reference") {
-    check_reduction_region_specials(false);
+    check_reduction_specials(Path::Autograd, false);
   }
   TEST_CASE("matmul and linear regions on operands with NaN, infinities and -0.0 match the reference") {
-    check_product_region_specials(false);
+    check_product_specials(Path::Autograd, false);
   }
   TEST_CASE("conv and conv_transpose regions with NaN and infinities in inputs and weights match the reference") {
-    check_conv_region_specials(false);
+    check_conv_specials(Path::Autograd, false);
   }
   TEST_CASE("max_pool and avg_pool regions on windows with NaN, infinities and signed-zero ties match the reference") {
-    check_pool_region_specials(false);
+    check_pool_specials(Path::Autograd, false);
   }
   TEST_CASE("mse_loss and cross_entropy regions on NaN and infinite operands match the reference") {
-    check_loss_region_specials(false);
+    check_loss_specials(Path::Autograd, false);
   }
   TEST_CASE("reshape, permute and broadcast regions move NaN, infinities and -0.0 bit for bit") {
-    check_shape_region_specials(false);
+    check_shape_specials(Path::Autograd, false);
   }
 }
 
@@ -1893,24 +1900,24 @@ TEST_SUITE("libtorch.autograd_vjps") {
     check_smooth_pool_specials(Path::Autograd, true, /*non_finite_g=*/true);
   }
   TEST_CASE("reduction boundaries with NaN, infinities and -0.0 in x or g match the reference's adjoint") {
-    check_reduction_region_specials(true);
+    check_reduction_specials(Path::Autograd, true);
   }
   TEST_CASE("matmul and linear boundaries with NaN, infinities and -0.0 in operands or g match the reference's adjoint") {
-    check_product_region_specials(true);
+    check_product_specials(Path::Autograd, true);
   }
   TEST_CASE("conv and conv_transpose boundaries with NaN and infinities in inputs, weights or g match the reference's "
             "adjoint") {
-    check_conv_region_specials(true);
+    check_conv_specials(Path::Autograd, true);
   }
   TEST_CASE("max_pool and avg_pool boundaries route NaN, infinities and ties as the reference") {
-    check_pool_region_specials(true);
+    check_pool_specials(Path::Autograd, true);
   }
   TEST_CASE("mse_loss and cross_entropy boundaries with NaN and infinite operands or loss gradient match the "
             "reference's adjoint") {
-    check_loss_region_specials(true);
+    check_loss_specials(Path::Autograd, true);
   }
   TEST_CASE("reshape, permute and broadcast boundaries route NaN, infinities and -0.0 as the reference") {
-    check_shape_region_specials(true);
+    check_shape_specials(Path::Autograd, true);
   }
   TEST_CASE("gelu, silu, softplus and cross_entropy boundaries give the adjoint kernel's bits, infinite g included") {
     // Their regions record x·slope with the slope detached (linearised_root), so autograd's
@@ -2193,6 +2200,28 @@ TEST_SUITE("libtorch.autograd_vjps") {
       CHECK(dsilu.to_vector()[0] == 0.5);
       CHECK(std::isnan(dsilu.to_vector()[2]));
       CHECK(std::isnan(dsilu.to_vector()[3]));
+    }
+  }
+}
+
+// The same special-value cases on the plain handlers (forward, then the adjoint kernel the tape
+// calls).
+TEST_SUITE("libtorch.values") {
+  TEST_CASE("reduction, matmul, linear, conv, pool, loss and shape forwards on NaN, infinities and -0.0 match the "
+            "reference") {
+    for (const auto check : {check_reduction_specials, check_product_specials, check_conv_specials,
+                             check_pool_specials, check_loss_specials, check_shape_specials}) {
+      check(Path::Plain, false);
+    }
+  }
+}
+
+TEST_SUITE("libtorch.vjps") {
+  TEST_CASE("reduction, matmul, linear, conv, pool, loss and shape adjoints on NaN, infinities and -0.0, with finite "
+            "and non-finite g, match the reference") {
+    for (const auto check : {check_reduction_specials, check_product_specials, check_conv_specials,
+                             check_pool_specials, check_loss_specials, check_shape_specials}) {
+      check(Path::Plain, true);
     }
   }
 }
