@@ -672,7 +672,8 @@ std::size_t check_special(Path path, Op op, const std::vector<Tensor>& inputs, c
       const std::vector<double> got = lib.grads[i].to_vector();
       const std::vector<double> patched = want.to_vector();
       for (std::size_t e = 0; e < x.size(); ++e) {
-        if (pinned[e]) CHECK_MESSAGE(same_bits(got[e], patched[e]), "element " << e << ": " << got[e] << " vs ATen's " << patched[e]);
+        if (!pinned[e]) continue;
+        CHECK_MESSAGE(same_bits(got[e], patched[e]), "element " << e << ": " << got[e] << " vs ATen's " << patched[e]);
       }
     }
     const std::string miss = compare(lib.grads[i], want, pointwise_tolerance(op, true), nullptr, 1);
@@ -1700,8 +1701,7 @@ void check_product_specials(Path path, bool vjps) {
 }
 
 /// conv and conv_transpose on `path` (2-d, and 1-d grouped and dilated) with NaN, ±inf and −0.0 in
-/// the input, the weights and the bias (every term is an IEEE product on both sides; the window of a padded position reads no
-/// input on either side).
+/// the input, the weights and the bias (every term is an IEEE product on both sides).
 void check_conv_specials(Path path, bool vjps) {
   const Tolerance products{Bound::Terms, 2};
   OpAttrs padded;
@@ -1717,8 +1717,10 @@ void check_conv_specials(Path path, bool vjps) {
     const Tensor bias = tensor_of({2}, dtype, {0.5, -0.0});
     // n: forward 2·2·2 = 8 terms; dw sums n·out spatial ≤ 4·3 = 12; dx sums o·kh·kw = 8.
     expect_specials(path, vjps, Op::Conv, {x, w, bias}, padded, products, products, 12);
-    const Tensor finite_x = tensor_of({1, 2, 3, 3}, dtype, {1, 2, -1, 0.5, 0, 3, -2, 1, 1, 0.25, -0.0, 2, 1, -1, 0, 3, 2, 1});
+    const Tensor finite_x =
+        tensor_of({1, 2, 3, 3}, dtype, {1, 2, -1, 0.5, 0, 3, -2, 1, 1, 0.25, -0.0, 2, 1, -1, 0, 3, 2, 1});
     const Tensor special_w = specials_of({2, 2, 2, 2}, dtype, 1);
+    // Unpadded: a padded position meeting a non-finite weight is ATen's 0·w (pinned below).
     expect_specials(path, vjps, Op::Conv, {finite_x, special_w}, {}, products, products, 8);
     // conv_transpose's weight is [c, o/groups, kh, kw]; n: forward c·kh·kw = 8, dw sums over the
     // input positions (9), dx over o·kh·kw = 8.
@@ -1734,6 +1736,96 @@ void check_conv_specials(Path path, bool vjps) {
     expect_specials(path, vjps, Op::Conv, {x1, w1}, grouped, products, products, 6);
     const Tensor wt1 = tensor_of({4, 1, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
     expect_specials(path, vjps, Op::ConvTranspose, {x1, wt1}, grouped, products, products, 6);
+  }
+}
+
+/// `t` [n, c, h, w] with `ph` rows and `pw` columns of zeros added on each side (grow) or removed
+/// from each side (shrink).
+Tensor resize_hw(const Tensor& t, std::int64_t ph, std::int64_t pw, bool grow) {
+  const std::int64_t n = t.dim(0), c = t.dim(1), h = t.dim(2), w = t.dim(3);
+  const std::int64_t sign = grow ? 1 : -1;
+  const std::int64_t oh = h + 2 * sign * ph, ow = w + 2 * sign * pw;
+  const std::vector<double> v = t.to_vector();
+  std::vector<double> out(static_cast<std::size_t>(n * c * oh * ow), 0.0);
+  for (std::int64_t b = 0; b < n * c; ++b) {
+    for (std::int64_t i = 0; i < std::min(h, oh); ++i) {
+      for (std::int64_t j = 0; j < std::min(w, ow); ++j) {
+        const std::int64_t si = grow ? i : i + ph, sj = grow ? j : j + pw;
+        const std::int64_t di = grow ? i + ph : i, dj = grow ? j + pw : j;
+        out[static_cast<std::size_t>((b * oh + di) * ow + dj)] = v[static_cast<std::size_t>((b * h + si) * w + sj)];
+      }
+    }
+  }
+  return tensor_of({n, c, oh, ow}, t.dtype(), out);
+}
+
+/// The padding difference of conv and conv_transpose (docs/libtorch.md): ATen's convolution
+/// multiplies its implicit zero padding by the weights, so a padded position meeting a NaN or
+/// infinite weight adds 0·w = NaN, where the reference adds no term for it. Pinned on `path`: the
+/// LibTorch results are the reference's on explicitly zero-padded operands (conv: the input, its
+/// gradient cropped back; conv_transpose: the output gradient, as its adjoint is a convolution
+/// of g padded by the same amount), and they differ from the reference's own.
+void check_conv_padding_meets_non_finite_weight(Path path) {
+  const Tolerance products{Bound::Terms, 2};
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    CAPTURE(to_string(dtype));
+    CAPTURE(to_string(path));
+    const Tensor x =
+        tensor_of({1, 2, 3, 3}, dtype, {1, 2, -1, 0.5, 0, 3, -2, 1, 1, 0.25, -0.0, 2, 1, -1, 0, 3, 2, 1});
+    const Tensor w = specials_of({2, 2, 2, 2}, dtype, 1);
+    std::size_t differing = 0;
+    const auto expect = [&](const Tensor& got, const Tensor& aten, const Tensor& ref, const Tensor& terms,
+                            std::int64_t n) {
+      const std::string miss = compare(got, aten, products, &terms, n);
+      CHECK_MESSAGE(miss.empty(), miss);
+      if (!compare(got, ref, products, &terms, n).empty()) ++differing;
+    };
+    {
+      OpAttrs padded;
+      padded.padding = {1, 0};
+      const Tensor ref = oracle(Op::Conv).forward(std::vector<Tensor>{x, w}, padded).value();
+      const std::vector<Tensor> explicit_in{resize_hw(x, 1, 0, true), w};
+      const Tensor aten = oracle(Op::Conv).forward(explicit_in, {}).value();
+      const Tensor g = specials_of(ref.shape().to_vector(), dtype, 2);
+      const LibtorchRun lib = run_libtorch(path, Op::Conv, {x, w}, padded, ref, &g);
+      const Tensor terms = oracle(Op::Conv).forward(absolute_all(explicit_in).value(), {}).value();
+      expect(lib.output, aten, ref, terms, 12);
+      const std::vector<Tensor> want = oracle(Op::Conv).backward(std::vector<Tensor>{x, w}, ref, g, padded).value();
+      const std::vector<Tensor> aten_grads = oracle(Op::Conv).backward(explicit_in, aten, g, {}).value();
+      const std::vector<Tensor> grad_terms =
+          oracle(Op::Conv)
+              .backward(absolute_all(explicit_in).value(), absolute(aten).value(), absolute(g).value(), {})
+              .value();
+      expect(lib.grads[0], resize_hw(aten_grads[0], 1, 0, false), want[0], resize_hw(grad_terms[0], 1, 0, false), 12);
+      expect(lib.grads[1], aten_grads[1], want[1], grad_terms[1], 12);
+    }
+    {
+      OpAttrs strided;
+      strided.stride = {2, 1};
+      strided.padding = {1, 0};
+      strided.output_padding = {1, 0};
+      OpAttrs unpadded = strided;
+      unpadded.padding = {0, 0};
+      const std::vector<Tensor> in{x, w};
+      const Tensor ref = oracle(Op::ConvTranspose).forward(in, strided).value();
+      const Tensor g = specials_of(ref.shape().to_vector(), dtype, 2);
+      const LibtorchRun lib = run_libtorch(path, Op::ConvTranspose, in, strided, ref, &g);
+      const std::vector<Tensor> want = oracle(Op::ConvTranspose).backward(in, ref, g, strided).value();
+      const Tensor full = oracle(Op::ConvTranspose).forward(in, unpadded).value();
+      const Tensor padded_g = resize_hw(g, 1, 0, true);
+      const std::vector<Tensor> aten_grads = oracle(Op::ConvTranspose).backward(in, full, padded_g, unpadded).value();
+      const std::vector<Tensor> grad_terms =
+          oracle(Op::ConvTranspose)
+              .backward(absolute_all(in).value(), absolute(full).value(), absolute(padded_g).value(), unpadded)
+              .value();
+      // The forward reads no padded position (its padding crops the output): the reference's.
+      const Tensor out_terms = oracle(Op::ConvTranspose).forward(absolute_all(in).value(), strided).value();
+      const std::string miss = compare(lib.output, ref, products, &out_terms, 9);
+      CHECK_MESSAGE(miss.empty(), miss);
+      expect(lib.grads[0], aten_grads[0], want[0], grad_terms[0], 9);
+      expect(lib.grads[1], aten_grads[1], want[1], grad_terms[1], 9);
+    }
+    CHECK(differing > 0);
   }
 }
 
@@ -1881,7 +1973,8 @@ TEST_SUITE("libtorch.autograd_vjps") {
         CAPTURE(to_string(op));
         const Tensor grad = tensor_of({4}, dtype, g);
         const Tensor ref = oracle(op).forward(std::vector<Tensor>{x}, {}).value();
-        const std::vector<double> want = oracle(op).backward(std::vector<Tensor>{x}, ref, grad, {}).value()[0].to_vector();
+        const std::vector<double> want =
+            oracle(op).backward(std::vector<Tensor>{x}, ref, grad, {}).value()[0].to_vector();
         const std::vector<double> got =
             run_libtorch(Path::Autograd, op, std::vector<Tensor>{x}, {}, ref, &grad).grads[0].to_vector();
         for (std::size_t i = 0; i < g.size(); ++i) {
@@ -1896,13 +1989,15 @@ TEST_SUITE("libtorch.autograd_vjps") {
   TEST_CASE("softmax and log_softmax boundaries on lanes with NaN, +inf and only -inf match the reference's adjoint") {
     check_softmax_specials(Path::Autograd, true, /*non_finite_g=*/true);
   }
-  TEST_CASE("smooth_max_pool boundaries on windows with NaN, infinities or only padding match the reference's adjoint") {
+  TEST_CASE("smooth_max_pool boundaries on windows with NaN, infinities or only padding match the reference's "
+            "adjoint") {
     check_smooth_pool_specials(Path::Autograd, true, /*non_finite_g=*/true);
   }
   TEST_CASE("reduction boundaries with NaN, infinities and -0.0 in x or g match the reference's adjoint") {
     check_reduction_specials(Path::Autograd, true);
   }
-  TEST_CASE("matmul and linear boundaries with NaN, infinities and -0.0 in operands or g match the reference's adjoint") {
+  TEST_CASE("matmul and linear boundaries with NaN, infinities and -0.0 in operands or g match the reference's "
+            "adjoint") {
     check_product_specials(Path::Autograd, true);
   }
   TEST_CASE("conv and conv_transpose boundaries with NaN and infinities in inputs, weights or g match the reference's "
@@ -2223,6 +2318,20 @@ TEST_SUITE("libtorch.vjps") {
                              check_pool_specials, check_loss_specials, check_shape_specials}) {
       check(Path::Plain, true);
     }
+  }
+}
+
+TEST_SUITE("libtorch.vjps") {
+  TEST_CASE("conv and conv_transpose multiply their zero padding by a non-finite weight (0*w = NaN), ATen's "
+            "convolution, where the reference adds no term") {
+    check_conv_padding_meets_non_finite_weight(Path::Plain);
+  }
+}
+
+TEST_SUITE("libtorch.autograd_vjps") {
+  TEST_CASE("conv and conv_transpose regions multiply their zero padding by a non-finite weight (0*w = NaN), ATen's "
+            "convolution, where the reference adds no term") {
+    check_conv_padding_meets_non_finite_weight(Path::Autograd);
   }
 }
 
