@@ -15,10 +15,11 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
-#include <ATen/ops/erfc.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/isnan.h>
@@ -54,7 +55,6 @@
 #include <array>
 #include <atomic>
 #include <memory>
-#include <numbers>
 
 #include "autograd_formulas_norm_index.hpp"
 #include "autograd_formulas_attention.hpp"
@@ -312,8 +312,12 @@ at::Tensor selects_a(Op op, const at::Tensor& a, const at::Tensor& b) {
   return at::logical_or(at::isnan(a), ordered);
 }
 
-/// Φ(x) = erfc(−x/√2)/2, the reference's cancellation-free form; autograd differentiates it.
-at::Tensor normal_cdf(const at::Tensor& x) { return at::mul(at::erfc(at::mul(at::neg(x), 1.0 / std::numbers::sqrt2)), 0.5); }
+/// abs: |x|, with the reference's abs′(±0) = +0 whatever g holds: `where` sends exactly 0 there,
+/// where autograd's g·sgn(0) would be NaN for an infinite or NaN g. At NaN autograd's
+/// g·sgn(NaN) = g·(+0) stays (a documented difference).
+at::Tensor abs_region(const at::Tensor& x) {
+  return at::where(at::eq(x.detach(), 0), at::scalar_tensor(0.0, x.options()), at::abs(x));
+}
 
 /// `x` with the reference's "slope at NaN is NaN": the same value (x·1, and NaN where x is NaN),
 /// while autograd's gradient through it is g·1 = g, and g·NaN = NaN where x is NaN. The factor is
@@ -342,18 +346,34 @@ at::Tensor safe_log_region(const at::Tensor& x, const OpAttrs& attrs) {
   return at::log(at::where(at::lt(x, eps), eps, x));
 }
 
-/// softplus: the reference's max(x, 0) + log1p(e^−|x|), written per sign so autograd's gradient is
-/// σ(x)·g at every x: for x >= 0, x + log1p(e^−x) gives g − g·e/(1 + e) = g/(1 + e) (g/2 at the
-/// tie x = ±0, where max and |x| would give g or 0); for x < 0 (and NaN), log1p(e^x) gives
-/// g·e/(1 + e). Each branch reads x only where it is selected (0 elsewhere), so the branch `where`
-/// drops never overflows and never sends NaN back.
-at::Tensor softplus_region(const at::Tensor& x) {
-  const at::Tensor zero = at::scalar_tensor(0.0, x.options());
-  const at::Tensor upper = at::ge(x, 0);
-  const at::Tensor xp = at::where(upper, x, zero);
-  const at::Tensor xn = at::where(upper, zero, x);
-  const at::Tensor positive = at::add(xp, at::log1p(at::exp(at::neg(xp))));
-  return at::where(upper, positive, at::log1p(at::exp(xn)));
+/// The tensor autograd differentiates in place of the formula's output, for the ops whose adjoint
+/// multiplies g once by a derivative made of several terms: gelu (Φ + x·φ), silu
+/// (σ·(1 + x·(1 − σ))), softplus (σ) and cross_entropy (softmax(z)·Σt − t, and −log_softmax(z)).
+/// Autograd's chain rule through the formula multiplies g into each term and then sums, so an
+/// infinite g gives inf − inf = NaN wherever the terms have opposite signs (gelu, silu at x < 0;
+/// softplus's x + log1p(e^−x); cross_entropy's log_softmax backward −t·g − p·Σ(−t·g)) and inf·0 =
+/// NaN where a factor is 0 (x = 0, an underflowed e^−|x|, a zero target), while the reference's
+/// single product is ±inf. The root is each input times its derivative factor, detached and
+/// formed as the adjoint kernel forms it (pointwise_semantics.hpp, kernels_nn.cpp), so autograd's
+/// gradient is that one product: the adjoint kernel's bits. The output is the formula's value, on
+/// detached inputs. Undefined for every other op: autograd differentiates the output itself.
+at::Tensor linearised_root(Op op, const std::vector<at::Tensor>& in, Inputs ours) {
+  switch (op) {
+    case Op::Gelu: return at::mul(in[0], gelu_slope(in[0].detach()));
+    case Op::Silu: return at::mul(in[0], silu_slope(in[0].detach()));
+    case Op::Softplus: return at::mul(in[0], stable_sigmoid(in[0].detach()));
+    case Op::CrossEntropy: {
+      // d/dz = (softmax(z)·Σ_j t_j − t)·g/n, d/dt = −log_softmax(z)·g/n: the division by n is the
+      // root's, so autograd forms g/n first, as the adjoint kernel does.
+      const at::Tensor z = in[0].detach();
+      const at::Tensor t = in[1].detach();
+      const at::Tensor dz = at::sub(at::mul(at::_softmax(z, 1, false), at::sum(t, {1}, true)), t);
+      const at::Tensor dt = at::neg(at::log_softmax(z, 1));
+      const auto rows = static_cast<double>(ours[0].dim(0));
+      return at::div(at::add(at::sum(at::mul(in[0], dz)), at::sum(at::mul(in[1], dt))), rows);
+    }
+    default: return {};
+  }
 }
 
 /// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
@@ -368,10 +388,10 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     case Op::Max:
     case Op::Min: return at::where(selects_a(op, in[0], in[1]), in[0], in[1]);
     case Op::Neg: return at::neg(in[0]);
-    case Op::Abs: return at::abs(in[0]);
+    case Op::Abs: return abs_region(in[0]);
     case Op::Sqrt: return at::sqrt(in[0]);
     case Op::Relu: return at::threshold(in[0], 0, 0);  // x <= 0 gives +0, NaN kept
-    case Op::Gelu: return at::mul(in[0], normal_cdf(in[0]));
+    case Op::Gelu: return at::mul(in[0], normal_cdf(in[0]));  // differentiated by linearised_root
     case Op::Sigmoid: return at::sigmoid(in[0]);
     case Op::Tanh: return at::tanh(in[0]);
     case Op::Exp: return at::exp(in[0]);
@@ -382,9 +402,8 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     case Op::Scale: return at::mul(in[0], attrs.alpha);
     case Op::Clamp: return clamp_region(in[0], attrs);
     case Op::SafeLog: return safe_log_region(in[0], attrs);
-    case Op::Softplus: return softplus_region(in[0]);
-    // x·σ(x) with the reference's stable σ; autograd's σ + x·σ' is the reference's
-    // σ·(1 + x·(1 − σ)) in another order (bound in docs/libtorch.md), NaN at ±inf as the table says.
+    // The plain forwards' compositions; linearised_root gives their gradients.
+    case Op::Softplus: return at::add(at::clamp_min(in[0], 0), at::log1p(at::exp(at::neg(at::abs(in[0])))));
     case Op::Silu: return at::mul(in[0], stable_sigmoid(in[0]));
     case Op::HardMaskedSoftmax:
     case Op::SoftmaxMatmul:
@@ -488,12 +507,19 @@ RuntimeResult<AutogradForwardResult> region_forward(Inputs inputs, const OpAttrs
       }
       in.push_back(std::move(t));
     }
-    CAPSULE_TRY(at::Tensor output, region_formula(kOp, in, inputs, attrs));
+    // With a linearised root the value is computed off the graph, and the root is what autograd
+    // differentiates; otherwise the output itself carries the graph.
+    at::Tensor root = linearised_root(kOp, in, inputs);
+    std::vector<at::Tensor> value_in = in;
+    if (root.defined()) {
+      for (at::Tensor& t : value_in) t = t.defined() ? t.detach() : t;
+    }
+    CAPSULE_TRY(at::Tensor output, region_formula(kOp, value_in, inputs, attrs));
     CAPSULE_TRY(Tensor ours, adopt_result(kOp, output, dtype, in));
     AutogradForwardResult result;
     result.output = std::move(ours);
-    result.boundary = std::make_unique<Region>(kOp, dtype, std::move(output), std::move(tracked), std::move(positions),
-                                               inputs.size());
+    result.boundary = std::make_unique<Region>(kOp, dtype, root.defined() ? std::move(root) : std::move(output),
+                                               std::move(tracked), std::move(positions), inputs.size());
     return result;
   });
 }

@@ -11,6 +11,7 @@
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cos.h>
 #include <ATen/ops/div.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/erfc.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/ge.h>
@@ -114,12 +115,6 @@ Grads binary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
 // ---------------------------------------------------------------------------------------------
 // Unary elementwise ops.
 
-/// Φ(x) = erfc(−x/√2)/2, the reference's cancellation-free form (ATen's gelu uses 1 + erf and
-/// loses every digit for x below about −4 in float32).
-at::Tensor normal_cdf(const at::Tensor& x) {
-  return at::mul(at::erfc(at::mul(at::neg(x), 1.0 / std::numbers::sqrt2)), 0.5);
-}
-
 /// NaN where x is NaN, else `slope`: the reference's "slope at NaN is NaN" for relu and abs
 /// (ATen's threshold_backward and sign give g and 0 there).
 void nan_slope(at::Tensor& out, const at::Tensor& x, const at::Tensor& slope) {
@@ -177,15 +172,14 @@ Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, co
     const at::Tensor g = view_input(grad);
     CAPSULE_TRY(Tensor gx, write_like(op, grad, [&](at::Tensor& out) {
       if constexpr (kOp == Op::Neg) at::neg_out(out, g);
-      else if constexpr (kOp == Op::Abs) nan_slope(out, x, at::mul(g, at::sign(x)));
+      // abs′(±0) = +0 whatever g holds (g·sign(0) would be NaN for an infinite or NaN g).
+      else if constexpr (kOp == Op::Abs) {
+        nan_slope(out, x, at::where(at::eq(x, 0), at::zeros_like(g), at::mul(g, at::sign(x))));
+      }
       else if constexpr (kOp == Op::Sqrt) at::div_out(out, g, at::mul(y, 2));
       else if constexpr (kOp == Op::Relu) nan_slope(out, x, at::threshold_backward(g, x, 0));
-      else if constexpr (kOp == Op::Gelu) {
-        // Φ(x) + x·φ(x), φ(x) = exp(−x²/2)/√(2π)
-        const at::Tensor pdf = at::mul(at::exp(at::div(at::neg(at::mul(x, x)), 2)),
-                                       std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-        at::mul_out(out, g, at::add(normal_cdf(x), at::mul(x, pdf)));
-      } else if constexpr (kOp == Op::Sigmoid) at::sigmoid_backward_out(out, g, y);
+      else if constexpr (kOp == Op::Gelu) at::mul_out(out, g, gelu_slope(x));
+      else if constexpr (kOp == Op::Sigmoid) at::sigmoid_backward_out(out, g, y);
       else if constexpr (kOp == Op::Tanh) at::tanh_backward_out(out, g, y);
       else if constexpr (kOp == Op::Exp) at::mul_out(out, g, y);
       else if constexpr (kOp == Op::Log) at::div_out(out, g, x);
@@ -201,11 +195,8 @@ Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, co
         // the right-hand derivative at x = eps, none below it; NaN slope at NaN
         nan_slope(out, x, at::where(at::ge(x, safe_log_eps(attrs, x)), at::div(g, x), at::zeros_like(g)));
       } else if constexpr (kOp == Op::Softplus) at::mul_out(out, g, stable_sigmoid(x));
-      else if constexpr (kOp == Op::Silu) {
-        // σ(x)·(1 + x·(1 − σ(x)))
-        const at::Tensor s = stable_sigmoid(x);
-        at::mul_out(out, g, at::mul(s, at::add(at::mul(x, at::rsub(s, 1.0)), 1.0)));
-      } else at::mul_out(out, g, at::scalar_tensor(attrs.alpha, g.options()));  // scale
+      else if constexpr (kOp == Op::Silu) at::mul_out(out, g, silu_slope(x));
+      else at::mul_out(out, g, at::scalar_tensor(attrs.alpha, g.options()));  // scale
     }));
     return std::vector<Tensor>{gx};
   });
