@@ -191,6 +191,8 @@ TEST_SUITE("cli") {
           "vjp=external-autograd reduction=implementation-defined module=libtorch\n");
     const CliRun profiles = cli({"list", "profiles", "--format", "json"});
     CHECK(profiles.status == 0);
+    CHECK(profiles.out.find("{\"format_version\":1,\"profiles\":[{") == 0);  // a document, not a bare array
+    CHECK(profiles.out.ends_with("]}\n"));
     CHECK(profiles.out.find("{\"name\":\"checked_cpu\",\"device\":\"cpu\",\"provider\":\"auto\",\"assurance\":\"checked\"") !=
           std::string::npos);
     CHECK(has(profiles.out, "\"name\":\"libtorch_checked_cpu\""));
@@ -313,18 +315,29 @@ TEST_SUITE("cli") {
     const CliRun named_clean = lint({clean});
     CHECK(named_clean.status == 0);
     CHECK_FALSE(has(named_clean.out, "broken.toml"));
-    CHECK(has(named_clean.out, "lint: 1 named files of "));
+    CHECK(has(named_clean.out, "lint: 1 named file of "));
     const CliRun named_broken = lint({broken, clean});
     CHECK(named_broken.status == 1);
     CHECK(has(named_broken.out, "broken.toml:3:1: error[unknown-key]"));
     CHECK(has(named_broken.out, "lint: 2 named files of "));
     // A file outside the loaded tree, or none at all, is a usage error, never silently skipped.
-    const CliRun outside = lint({(source_dir() / "README.md").string()});
+    std::ofstream(dir / "outside.toml") << "schema = 1\n";
+    const CliRun outside = lint({(dir / "outside.toml").string()});
     CHECK(outside.status == 2);
     CHECK(has(outside.err, "is not in a loaded catalogs or profiles directory"));
     const CliRun missing = lint({(dir / "catalogs/nope.toml").string()});
     CHECK(missing.status == 2);
     CHECK(has(missing.err, "no such file"));
+    // Files the loaders never read are not "clean": a non-TOML file, a graph, a link.
+    std::ofstream(dir / "catalogs/notes.txt") << "not a catalog\n";
+    std::ofstream(dir / "profiles/x.graph.toml") << "schema = 1\n";
+    std::filesystem::create_symlink(dir / "profiles/checked_cpu.toml", dir / "profiles/link.toml");
+    for (const char* name : {"catalogs/notes.txt", "profiles/x.graph.toml", "profiles/link.toml"}) {
+      INFO(name);
+      const CliRun refused = lint({(dir / name).string()});
+      CHECK(refused.status == 2);
+      CHECK(refused.out.empty());
+    }
   }
 
   TEST_CASE("a mistyped flag gets the nearest flag of its command, and an unlike one gets none") {

@@ -887,7 +887,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
   TEST_CASE("SARIF counts columns in code points, tracks findings by fingerprint and puts file-less findings in notifications") {
     // A character outside the BMP (U+1F600: four UTF-8 bytes, two UTF-16 units) before the
     // finding on its line: the loaders count it as one column, and SARIF says so.
-    const auto root = std::filesystem::temp_directory_path() / "capsule-sarif-columns";
+    const auto root = std::filesystem::temp_directory_path() / ("capsule-sarif-columns-" + std::to_string(::getpid()));
     std::filesystem::remove_all(root);
     std::filesystem::create_directories(root / "catalogs");
     std::filesystem::create_directories(root / "profiles");
@@ -923,6 +923,17 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     Diagnostic other = *bogus;
     other.message += " (changed)";
     CHECK(fingerprint(format_diagnostics(Diagnostics{other}, DiagFormat::Sarif, "0", root)) != fingerprint(sarif));
+    // A note (which may cite another position) leaves it alone; a second identical finding in the
+    // same file gets a fingerprint of its own.
+    Diagnostic noted = *bogus;
+    noted.notes.push_back("first declared at a.toml:9:9");
+    CHECK(fingerprint(format_diagnostics(Diagnostics{noted}, DiagFormat::Sarif, "0", root)) == fingerprint(sarif));
+    const std::string twice = format_diagnostics(Diagnostics{*bogus, moved}, DiagFormat::Sarif, "0", root);
+    const auto second = twice.find(R"("capsuleFinding/v1":")", twice.find(R"("capsuleFinding/v1":")") + 1);
+    REQUIRE(second != std::string::npos);
+    CHECK(fingerprint(twice) == fingerprint(sarif));
+    CHECK(fingerprint(twice.substr(second)) != fingerprint(sarif));
+    std::filesystem::remove_all(root);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
@@ -141,6 +142,9 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
         .end_object().end_object();
   }
   json.key("results").begin_array();
+  // How many results with the same fingerprint key came before: identical findings in one file
+  // stay distinct alerts.
+  std::map<std::string, int> occurrences;
   for (const Diagnostic& d : diagnostics) {
     if (d.where.file.empty()) continue;  // a notification above
     const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
@@ -154,10 +158,12 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
         .field("text", full_message(d))
         .end_object();
     // The same finding in a later run (lines moved by an edit above it) keeps its fingerprint:
-    // rule, file (relative to the root when under it) and message, without the position.
+    // rule, file (relative to the root when under it) and message, never a position (the notes,
+    // which may cite other positions, are left out), and its occurrence among equal keys.
+    const std::string key = str(to_string(d.code), '\n', relative.empty() ? d.where.file : relative, '\n', d.message);
+    const int occurrence = occurrences[key]++;
     json.key("partialFingerprints").begin_object()
-        .field("capsuleFinding/v1", sha256_hex(str(to_string(d.code), '\n', relative.empty() ? d.where.file : relative,
-                                                   '\n', full_message(d))))
+        .field("capsuleFinding/v1", sha256_hex(str(key, '\n', occurrence)))
         .end_object();
     json.key("locations").begin_array().begin_object().key("physicalLocation").begin_object()
         .key("artifactLocation").begin_object();

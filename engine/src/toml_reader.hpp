@@ -16,6 +16,7 @@
 #include "capsule/capsule.hpp"
 #include "capsule/diag.hpp"
 #include "capsule/identifier.hpp"
+#include "capsule/load.hpp"
 #include "capsule/text.hpp"
 #include "capsule/vocab.hpp"
 
@@ -130,8 +131,7 @@ struct ParsedFile {
 };
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out);
 
-/// The path that names standard input on the command line, and the name diagnostics give it.
-inline constexpr std::string_view kStdinPath = "-";
+/// The name diagnostics give standard input (read for capsule::kStdinPath, capsule/load.hpp).
 inline constexpr std::string_view kStdinName = "<stdin>";
 /// The name diagnostics and sources give input `path`: `<stdin>` for `-`, else the path.
 std::string input_name(const std::string& path);

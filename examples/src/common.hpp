@@ -50,6 +50,11 @@ class Progress {
  public:
   Progress(std::ostream& out, std::ostream* bar, std::int64_t total, std::int64_t every)
       : out_(out), bar_(bar), total_(total), every_(every) {}
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  /// Ends a drawn bar's line even when the run stops early, so an error printed next starts on
+  /// a line of its own.
+  ~Progress() { finish(); }
   void update(std::int64_t step, double loss);
   void finish();
 

@@ -94,7 +94,7 @@ std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, Profile
 
 ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, Context& ctx) {
   std::error_code error;
-  const bool from_stdin = name_or_file == kStdinArgument;
+  const bool from_stdin = name_or_file == kStdinPath;
   const bool looks_like_file =
       from_stdin || name_or_file.ends_with(".toml") || name_or_file.find('/') != std::string::npos;
   if (looks_like_file && !from_stdin && !fs::is_regular_file(name_or_file, error)) {

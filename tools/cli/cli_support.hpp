@@ -24,9 +24,6 @@ namespace capsule::cli {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-/// The file argument that means standard input (--profile, --graph, --accept), as in most tools.
-inline constexpr std::string_view kStdinArgument = "-";
-
 struct UsageError {
   std::string message;
 };

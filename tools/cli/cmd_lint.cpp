@@ -114,8 +114,14 @@ std::vector<fs::path> named_files(const std::vector<std::string>& files, const D
   std::vector<fs::path> named;
   for (const std::string& file : files) {
     std::error_code error;
-    if (!fs::is_regular_file(file, error)) {
-      throw UsageError{str("cannot lint `", file, "`: ", fs::exists(file, error) ? "not a regular file" : "no such file")};
+    // The entry itself, not what a link points to: the loaders refuse links too.
+    const fs::file_status status = fs::symlink_status(file, error);
+    if (!fs::exists(status)) throw UsageError{str("cannot lint `", file, "`: no such file")};
+    if (!fs::is_regular_file(status)) throw UsageError{str("cannot lint `", file, "`: not a regular file")};
+    // Only what the loaders read: a catalog or profile, never a graph or another file.
+    const std::string name = fs::path(file).filename().string();
+    if (!name.ends_with(".toml") || name.ends_with(".graph.toml")) {
+      throw UsageError{str("cannot lint `", file, "`: lint reads catalog and profile files (*.toml, not *.graph.toml)")};
     }
     const fs::path canonical = fs::weakly_canonical(file, error);
     const bool inside = std::any_of(dir_paths.begin(), dir_paths.end(), [&](const fs::path& dir) {
@@ -232,7 +238,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const std::array<std::size_t, 3> counts = severity_counts(findings);
   const std::size_t errors = counts[static_cast<std::size_t>(Severity::Error)];
   if (format == DiagFormat::Text) {
-    ctx.out << str("lint: ", named.empty() ? std::string() : str(named.size(), " named files of "),
+    ctx.out << str("lint: ", named.empty() ? std::string() : str(named.size(), named.size() == 1 ? " named file of " : " named files of "),
                    workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
                    " profiles: ", errors, " errors, ", counts[static_cast<std::size_t>(Severity::Warning)], " warnings, ",
                    counts[static_cast<std::size_t>(Severity::Note)], " notes\n");

@@ -50,7 +50,7 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
 int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options("capsule explain --profile NAME --op OP [--format text|json]");
   options.add(data_options());
-  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path")
+  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
       ("op", po::value<std::string>(), "the op to explain")
       ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
   if (wants_help(args)) {

@@ -45,7 +45,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
       "capsule run EXAMPLE --profile NAME|FILE [--dump-graph FILE] [--repro-dir DIR] [--show-backend] [--format text|json]");
   options.add(data_options());
   options.add_options()("example", po::value<std::string>(), "the example to run (see below)")
-      ("profile", po::value<std::string>(), "profile name, or a profile file path")
+      ("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
       ("dump-graph", po::value<std::string>(), "write the model's lowered IR graph (*.graph.toml) to FILE")
       ("repro-dir", po::value<std::string>(),
        "where a failed recheck writes its reproduction bundle (default: the system temp directory)")

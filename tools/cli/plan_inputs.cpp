@@ -20,7 +20,7 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   if (!has_ops && !has_graph && target == PlanTarget::OpsOrGraph) {
     throw UsageError{"give exactly one of --ops a,b,c or --graph FILE"};
   }
-  if (has_graph && vm["graph"].as<std::string>() == kStdinArgument && vm["profile"].as<std::string>() == kStdinArgument) {
+  if (has_graph && vm["graph"].as<std::string>() == kStdinPath && vm["profile"].as<std::string>() == kStdinPath) {
     throw UsageError{"--profile - and --graph - both read standard input; give at most one of them as -"};
   }
   PlanInputs inputs;

@@ -242,7 +242,7 @@ TrustDiff diff_trees(const Tree& base, const Tree& head, const DiffOptions& opti
 /// `change`, `accepted_by`, `reason` and `expires`, all required. Unknown keys, malformed ids and
 /// duplicate ids are errors with file:line:col.
 Result<std::vector<Waiver>, Diagnostics> parse_waivers(std::string_view text, const std::string& path);
-/// Reads and parses a waivers file.
+/// Reads and parses a waivers file; `-` (kStdinPath, capsule/load.hpp) reads standard input.
 Result<std::vector<Waiver>, Diagnostics> load_waivers(const std::filesystem::path& file);
 
 /// Marks every change and impact whose id a live waiver names; an impact row whose causes are

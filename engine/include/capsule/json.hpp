@@ -12,12 +12,12 @@
 
 namespace capsule {
 
-/// Writes compact JSON; the caller pairs begin/end calls, the writer places the commas.
 /// The version of every JSON document the CLI prints (plan, explain, list, lint, diff, run),
 /// carried as its first field `format_version`. Raised when a field changes meaning or goes away;
 /// a new field does not raise it (docs/decisions.md).
 inline constexpr std::int64_t kJsonFormatVersion = 1;
 
+/// Writes compact JSON; the caller pairs begin/end calls, the writer places the commas.
 class JsonWriter {
  public:
   /// Starts a top-level output document: an object whose first field is `format_version`.

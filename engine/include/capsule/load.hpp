@@ -40,13 +40,15 @@ std::optional<CapsuleModule> load_catalog(const std::filesystem::path& file,
 /// Parses profile text (SPEC §5). `with_catalogs` are recorded, not loaded (see load_profile).
 std::optional<Profile> parse_profile(std::string_view text, const std::string& path,
                                      const LoadOptions& options, Diagnostics& out);
-/// Loads a profile and, relative to it, the catalogs named by `with_catalogs`.
+/// Loads a profile and, relative to it, the catalogs named by `with_catalogs`; `-` (kStdinPath,
+/// below) reads standard input.
 std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options,
                                     Diagnostics& out);
 
 /// Parses an IR graph (SPEC §5b): unique ids, inputs naming earlier nodes, known node kinds.
 std::optional<Graph> parse_graph(std::string_view text, const std::string& path, Diagnostics& out);
-/// Reads and parses a graph file and records its SHA-256.
+/// Reads and parses a graph file and records its SHA-256; `-` (kStdinPath, below) reads standard
+/// input.
 std::optional<Graph> load_graph(const std::filesystem::path& file, Diagnostics& out);
 
 /// Everything a command works from. Modules and profiles are shared, immutable values.
@@ -63,6 +65,12 @@ struct Workspace {
   /// Loaded profile names, for "did you mean" on an unknown `--profile`.
   std::vector<std::string_view> profile_names() const;
 };
+
+/// The path that means standard input to load_graph, load_profile and load_waivers (the
+/// command-line convention): the whole of standard input is read once, to the size limit of a
+/// file, and diagnostics and the source name it `<stdin>`. A profile read so resolves its
+/// `with_catalogs` against the working directory.
+inline constexpr std::string_view kStdinPath = "-";
 
 /// Loads every `*.toml` in the given directories (graph files, `*.graph.toml`, are skipped).
 Workspace load_workspace(const std::vector<std::filesystem::path>& catalog_dirs,

@@ -226,11 +226,9 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
 RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
                                 std::span<const at::Tensor> borrowed) {
   CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
-  if (taken.copied) {
-    count_copy(op, &LibTorchBoundaryCopies::materialisations);
-  } else if (taken.tensor.numel() > 0) {  // an empty result has no elements to adopt
-    count_copy(op, &LibTorchBoundaryCopies::adoptions);
-  }
+  // A copy is a clone ATen allocated, adopted in turn: both are counted.
+  if (taken.copied) count_copy(op, &LibTorchBoundaryCopies::materialisations);
+  if (taken.tensor.numel() > 0) count_copy(op, &LibTorchBoundaryCopies::adoptions);  // none for no elements
   return std::move(taken.tensor);
 }
 

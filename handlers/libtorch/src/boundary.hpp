@@ -125,8 +125,9 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
                                             std::span<const at::Tensor> borrowed);
 
 /// take_aten_result for a plain handler whose ATen function has no CPU kernel that writes a
-/// caller's buffer (convolution, max_pool, batch_norm and their backwards): counts an adoption,
-/// or the copy as a materialisation (libtorch_boundary_copies), against `op`.
+/// caller's buffer (convolution and its backward, max_pool): counts the adoption against `op`
+/// (libtorch_boundary_copies), and the copy as a materialisation when it fell back to one (the
+/// clone is ATen's buffer, adopted in turn).
 RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
                                 std::span<const at::Tensor> borrowed);
 
