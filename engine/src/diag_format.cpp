@@ -82,6 +82,10 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
   for (const Diagnostic& d : diagnostics) {
     if (std::find(rules.begin(), rules.end(), d.code) == rules.end()) rules.push_back(d.code);
   }
+  // A code's position in `rules`, which lists every code used.
+  const auto rule_index = [&rules](DiagCode code) {
+    return static_cast<std::int64_t>(std::find(rules.begin(), rules.end(), code) - rules.begin());
+  };
   JsonWriter json;
   json.begin_object()
       .field("$schema", "https://json.schemastore.org/sarif-2.1.0.json")
@@ -124,13 +128,13 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
   json.key("toolExecutionNotifications").begin_array();
   for (const Diagnostic& d : diagnostics) {
     if (!d.where.file.empty()) continue;
-    const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
+    const std::int64_t index = rule_index(d.code);
     json.begin_object()
         .field("level", to_string(d.severity))
         .key("message").begin_object().field("text", full_message(d)).end_object()
         .key("associatedRule").begin_object()
         .field("id", to_string(d.code))
-        .field("index", static_cast<std::int64_t>(index))
+        .field("index", index)
         .end_object()
         .end_object();
   }
@@ -147,11 +151,11 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
   std::map<std::string, int> occurrences;
   for (const Diagnostic& d : diagnostics) {
     if (d.where.file.empty()) continue;  // a notification above
-    const auto index = std::find(rules.begin(), rules.end(), d.code) - rules.begin();
+    const std::int64_t index = rule_index(d.code);
     const std::string relative = under_root(d.where.file, root);
     json.begin_object()
         .field("ruleId", to_string(d.code))
-        .field("ruleIndex", static_cast<std::int64_t>(index))
+        .field("ruleIndex", index)
         .field("level", to_string(d.severity))
         .key("message")
         .begin_object()

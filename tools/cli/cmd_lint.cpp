@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "capsule/diag_format.hpp"
@@ -108,9 +109,15 @@ std::optional<EvidenceManifest> test_suites(const po::variables_map& vm, const E
 /// must be a regular `*.toml` inside one of the loaded catalog or profile directories: it is
 /// linted in the context of its tree, never on its own.
 std::vector<fs::path> named_files(const std::vector<std::string>& files, const DataDirs& dirs) {
+  // Each loaded directory resolved once, not once per named file.
   std::vector<fs::path> dir_paths;
-  for (const fs::path& d : dirs.catalogs) dir_paths.push_back(d);
-  for (const fs::path& d : dirs.profiles) dir_paths.push_back(d);
+  for (const auto* group : {&dirs.catalogs, &dirs.profiles}) {
+    for (const fs::path& d : *group) {
+      std::error_code e;
+      const fs::path resolved = fs::weakly_canonical(d, e);
+      if (!e) dir_paths.push_back(resolved);
+    }
+  }
   std::vector<fs::path> named;
   for (const std::string& file : files) {
     std::error_code error;
@@ -124,10 +131,7 @@ std::vector<fs::path> named_files(const std::vector<std::string>& files, const D
       throw UsageError{str("cannot lint `", file, "`: lint reads catalog and profile files (*.toml, not *.graph.toml)")};
     }
     const fs::path canonical = fs::weakly_canonical(file, error);
-    const bool inside = std::any_of(dir_paths.begin(), dir_paths.end(), [&](const fs::path& dir) {
-      std::error_code e;
-      return fs::weakly_canonical(dir, e) == canonical.parent_path();
-    });
+    const bool inside = std::find(dir_paths.begin(), dir_paths.end(), canonical.parent_path()) != dir_paths.end();
     if (error || !inside) {
       throw UsageError{str("`", file, "` is not in a loaded catalogs or profiles directory; lint names files of the "
                            "tree it loads (give --root, --catalogs or --profiles for the file's tree)")};
@@ -140,11 +144,17 @@ std::vector<fs::path> named_files(const std::vector<std::string>& files, const D
 /// Keeps the findings located in one of `named` (every finding when `named` is empty).
 Diagnostics in_named_files(Diagnostics findings, const std::vector<fs::path>& named) {
   if (named.empty()) return findings;
+  // Many findings share a file: each distinct path is resolved once.
+  std::map<std::string, bool, std::less<>> kept_file;
   std::erase_if(findings, [&](const Diagnostic& d) {
     if (d.where.file.empty()) return true;
-    std::error_code error;
-    const fs::path canonical = fs::weakly_canonical(d.where.file, error);
-    return error || std::find(named.begin(), named.end(), canonical) == named.end();
+    auto [it, fresh] = kept_file.try_emplace(d.where.file, false);
+    if (fresh) {
+      std::error_code error;
+      const fs::path canonical = fs::weakly_canonical(d.where.file, error);
+      it->second = !error && std::find(named.begin(), named.end(), canonical) != named.end();
+    }
+    return !it->second;
   });
   return findings;
 }
