@@ -764,6 +764,9 @@ Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overr
   out.reserve(diagnostics.size());
   for (Diagnostic& d : diagnostics) {
     if (const LintRule* rule = find_lint_rule(d.code)) d.severity = rule->severity;
+    for (const auto& [code, severity] : overrides.severity) {
+      if (code == d.code) d.severity = severity;
+    }
     if (listed(overrides.allow, d.code)) continue;
     if (listed(overrides.deny, d.code) || (overrides.deny_warnings && d.severity == Severity::Warning)) {
       d.severity = Severity::Error;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target for the TOML loaders. Every input is read as a catalog, a profile and a graph
-// (the three parsers must never crash, hang or leak on any bytes), and whatever parses is pushed
+// libFuzzer target for the TOML loaders. Every input is read as a catalog, a profile, a graph and
+// a lint configuration (the parsers must never crash, hang or leak on any bytes), and whatever parses is pushed
 // through the rest of the engine:
 //   - a catalog becomes a Registry and Planners under several policies; every op is planned,
 //     explained, gated and reported, alone and combined with the shipped modules;
@@ -29,6 +29,7 @@
 #include "capsule/diag_format.hpp"
 #include "capsule/escape.hpp"
 #include "capsule/gate.hpp"
+#include "capsule/lint_config.hpp"
 #include "capsule/load.hpp"
 #include "capsule/planner.hpp"
 #include "capsule/registry.hpp"
@@ -234,6 +235,21 @@ void fuzz_graph(std::string_view text) {
   }
 }
 
+/// The lint configuration parser; what it accepts is applied to every diagnostic code, whose
+/// rendering must stay inert.
+void fuzz_lint_config(std::string_view text) {
+  auto overrides = parse_lint_config(text, "fuzz/capsule-lint.toml");
+  if (!overrides) {
+    render_all(overrides.error());
+    return;
+  }
+  Diagnostics findings;
+  for (const LintRule& rule : kLintRules) {
+    findings.push_back(Diagnostic{rule.severity, rule.code, SourceLoc{"fuzz/a.toml", 1, 1}, "finding", {}, {}});
+  }
+  render_all(apply_lint_rules(std::move(findings), *overrides));
+}
+
 /// Depth of a parsed tree as the scan counts it: root 0, each table entry or element one deeper.
 std::size_t tree_depth(const toml::node& node, std::size_t level) {
   std::size_t deepest = level;
@@ -270,5 +286,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz_catalog(text);
   fuzz_profile(text);
   fuzz_graph(text);
+  fuzz_lint_config(text);
   return 0;
 }

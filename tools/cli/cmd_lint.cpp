@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "capsule/diag_format.hpp"
+#include "capsule/escape.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/lint_config.hpp"
 #include "linked_checkers.hpp"
 #include "linked_handlers.hpp"
 #include "data_dirs.hpp"
@@ -159,6 +161,28 @@ Diagnostics in_named_files(Diagnostics findings, const std::vector<fs::path>& na
   return findings;
 }
 
+/// The command line's rule overrides over those of the lint configuration file (`--config`, else
+/// the nearest capsule-lint.toml; none with `--no-config`). The file used is named on standard
+/// error, so a verdict never changes without saying why. A file with problems contributes
+/// nothing; its problems go to `problems` and fail the run.
+RuleOverrides configured_rule_overrides(const po::variables_map& vm, const LintScope& scope, Context& ctx,
+                                        Diagnostics& problems) {
+  const RuleOverrides from_command_line = rule_overrides(vm);
+  if (vm.count("config") && vm.count("no-config")) throw UsageError{"--config and --no-config exclude each other"};
+  if (vm.count("no-config")) return from_command_line;
+  const bool discovered = !vm.count("config");
+  const std::optional<fs::path> file =
+      discovered ? find_lint_config(scope) : std::optional<fs::path>(vm["config"].as<std::string>());
+  if (!file) return from_command_line;
+  ctx.err << "capsule: lint configuration: " << text_escape(file->string()) << "\n";
+  auto from_file = read_lint_config(*file, discovered);
+  if (!from_file) {
+    problems = std::move(from_file.error());
+    return from_command_line;
+  }
+  return merge_rule_overrides(std::move(*from_file), from_command_line);
+}
+
 std::string rules_help() {
   std::string out = "rules (id, default severity, what it checks):\n";
   for (const LintRule& rule : kLintRules) {
@@ -177,13 +201,15 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   po::options_description options(
       "capsule lint [FILE]... [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
       "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]\n"
-      "             [--ledger FILE]...");
+      "             [--ledger FILE]... [--config FILE | --no-config]");
   options.add(data_options());
   options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
       ("deny", po::value<std::vector<std::string>>()->composing(), "make RULE an error (`warnings`: every warning)")
       ("allow", po::value<std::vector<std::string>>()->composing(), "do not report RULE")
       ("test-suites", po::value<std::string>(), "this build's evidence manifest: its test suites and what each covers (default: the one the build wrote)")
       ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
+      ("config", po::value<std::string>(), "the lint configuration file (default: the nearest capsule-lint.toml above the catalogs, within the git work tree)")
+      ("no-config", "ignore every lint configuration file")
       ("file", po::value<std::vector<std::string>>()->composing(), "report only the findings in these files (positional)")
       ("help,h", "show this help");
   add_ledger_option(options);
@@ -208,7 +234,6 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   const po::variables_map vm = parse_args(args, options, positional);
   const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
-  const RuleOverrides overrides = rule_overrides(vm);
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
   const std::vector<fs::path> named =
@@ -217,6 +242,8 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   if (vm.count("source-root")) scope.source_root = fs::path(vm["source-root"].as<std::string>());
   Workspace workspace = load_workspace(scope.catalog_dirs, scope.profile_dirs, load_options(ctx.env));
   Diagnostics nothing = check_lint_scope(workspace, scope);
+  Diagnostics config_problems;
+  const RuleOverrides overrides = configured_rule_overrides(vm, scope, ctx, config_problems);
 
   HandlerRegistry registry;
   if (auto registered = register_linked_handlers(registry); !registered) {
@@ -238,7 +265,10 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   }
   workspace.diagnostics.insert(workspace.diagnostics.begin(), nothing.begin(), nothing.end());
   workspace.diagnostics.insert(workspace.diagnostics.end(), evidence.begin(), evidence.end());
-  const Diagnostics findings = in_named_files(apply_lint_rules(std::move(workspace.diagnostics), overrides), named);
+  Diagnostics findings = in_named_files(apply_lint_rules(std::move(workspace.diagnostics), overrides), named);
+  // The configuration's own problems are reported whatever files were named: they changed (or
+  // failed to change) how every finding was ranked.
+  findings.insert(findings.begin(), config_problems.begin(), config_problems.end());
 
   // SARIF and GitHub name files relative to the repository (see annotation_root).
   const fs::path root = annotation_root(scope);

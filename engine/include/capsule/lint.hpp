@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "capsule/diag.hpp"
@@ -176,16 +177,19 @@ Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope)
 /// catalog directory.
 std::filesystem::path annotation_root(const LintScope& scope);
 
-/// `--deny RULE`, `--allow RULE` and `--deny warnings`.
+/// `--deny RULE`, `--allow RULE` and `--deny warnings`, and a configuration file's severities
+/// (capsule/lint_config.hpp).
 struct RuleOverrides {
   std::vector<DiagCode> deny;
   std::vector<DiagCode> allow;  ///< never a rule that blocks loading
   bool deny_warnings = false;
+  /// A rule's severity in place of its default; never below error for a rule that blocks loading.
+  std::vector<std::pair<DiagCode, Severity>> severity;
 };
 
-/// Gives every diagnostic its rule's lint severity, then drops allowed rules (an allowed rule
-/// wins over `--deny warnings`) and raises denied rules, and with `deny_warnings` every warning,
-/// to errors.
+/// Gives every diagnostic its rule's lint severity (or the overridden one), then drops allowed
+/// rules (an allowed rule wins over `--deny warnings`) and raises denied rules, and with
+/// `deny_warnings` every warning, to errors.
 Diagnostics apply_lint_rules(Diagnostics diagnostics, const RuleOverrides& overrides);
 
 }  // namespace capsule
