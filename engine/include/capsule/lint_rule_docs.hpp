@@ -168,6 +168,10 @@ inline constexpr std::array<LintRuleDoc, kLintRules.size()> kLintRuleDocs{{
      "does not back this claim.",
      "op = \"matmul\"\ncontracts.vjp = { claim = \"vjp-refinement\", mode = \"torchlean-tape\", evidence = { kind = \"checker\", name = \"freivalds.matmul\", coverage = \"full\" } }\n",
      "op = \"matmul\"\ncontracts.vjp = { claim = \"vjp-refinement\", mode = \"torchlean-tape\", evidence = { kind = \"checker\", name = \"freivalds.matmul.vjp\", coverage = \"full\" } }\n"},
+    {DiagCode::InvalidIdentifier,
+     "Names are printed in reports, diffs and annotations; a newline, a bidi control or a look-alike "
+     "character in one could forge a report line or pass for another name.",
+     "name = \"mine.relu\\nerror[expired-trust]: forged\"\n", "name = \"mine.relu\"\n"},
 }};
 // clang-format on
 
