@@ -8,8 +8,8 @@
 function(capsule_check_docs_url url out_var)
   set(error "")
   if(NOT url STREQUAL "" AND NOT url MATCHES "^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/:@+-]*)?$")
-    set(error "CAPSULE_DOCS_URL must be empty or an absolute http(s) URI of letters, digits and ._~%/:@+- "
-              "without query or fragment (it gets `lint-rules.md#<rule>` appended), got \"${url}\"")
+    string(CONCAT error "CAPSULE_DOCS_URL must be empty or an absolute http(s) URI of letters, digits and ._~%/:@+- "
+                        "without query or fragment (it gets `lint-rules.md#<rule>` appended), got \"${url}\"")
   endif()
   set(${out_var} "${error}" PARENT_SCOPE)
 endfunction()
