@@ -848,7 +848,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(testing::JsonCheck(sarif.out).one_object());
     CHECK(sarif.out.find(R"({"$schema":"https://json.schemastore.org/sarif-2.1.0.json","version":"2.1.0","runs":[)") == 0);
     CHECK(has(sarif.out, R"("driver":{"name":"capsule","version":")"));
-    CHECK(has(sarif.out, R"({"id":"unknown-runtime-guard","shortDescription":{"text":")"));
+    CHECK(has(sarif.out, R"({"id":"unknown-runtime-guard","name":"UnknownRuntimeGuard","shortDescription":{"text":")"));
     CHECK(has(sarif.out, R"("defaultConfiguration":{"level":"note"})"));
     CHECK(has(sarif.out, R"("originalUriBaseIds":{"PROJECTROOT":{"uri":"file://)"));
     CHECK(has(sarif.out, R"("ruleId":"unknown-test-suite","ruleIndex":16,"level":"error")"));

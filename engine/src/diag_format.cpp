@@ -8,6 +8,7 @@
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/lint_rule_docs.hpp"
 #include "capsule/sha256.hpp"
 #include "capsule/text.hpp"
 
@@ -98,18 +99,31 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
       .key("driver")
       .begin_object()
       .field("name", "capsule")
-      .field("version", tool_version)
+      .field("version", tool_version);
+  if (!docs_url().empty()) json.field("informationUri", str(docs_url(), "lint-rules.md"));
+  json
       .key("rules")
       .begin_array();
   for (const DiagCode code : rules) {
     const LintRule* rule = find_lint_rule(code);
+    // Code scanning shows fullDescription and help on each alert and links helpUri (the rule's
+    // section of docs/lint-rules.md); all come from kLintRuleDocs, as that file does.
+    const std::string short_text = rule != nullptr ? std::string(rule->checks) : str("capsule diagnostic ", to_string(code));
     json.begin_object()
         .field("id", to_string(code))
-        .key("shortDescription")
-        .begin_object()
-        .field("text", rule != nullptr ? rule->checks : str("capsule diagnostic ", to_string(code)))
-        .end_object()
-        .key("defaultConfiguration")
+        .field("name", lint_rule_friendly_name(code))
+        .key("shortDescription").begin_object().field("text", short_text).end_object()
+        .key("fullDescription").begin_object()
+        .field("text", rule != nullptr ? lint_rule_full_description(*rule) : short_text)
+        .end_object();
+    if (rule != nullptr) {
+      json.key("help").begin_object()
+          .field("text", lint_rule_help_text(*rule))
+          .field("markdown", lint_rule_help_markdown(*rule))
+          .end_object();
+      if (const std::string uri = lint_rule_help_uri(code); !uri.empty()) json.field("helpUri", uri);
+    }
+    json.key("defaultConfiguration")
         .begin_object()
         .field("level", to_string(rule != nullptr ? rule->severity : Severity::Error))
         .end_object()

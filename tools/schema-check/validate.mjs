@@ -8,17 +8,22 @@
 //   node validate.mjs gallery DIR CAPSULE_BIN    every entry of the invalid gallery DIR is rejected
 //                                                by the schema or by the loader (CAPSULE_BIN)
 //   node validate.mjs sarif FILE [--expect-results]
-//                                                FILE is valid against the official SARIF 2.1.0 schema
+//                                                FILE is valid against the SARIF 2.1.0 schema kept in
+//                                                tests/schemas/third_party (its SHA-256 is checked)
 //   node validate.mjs run FILE [--expect-rechecks]
 //                                                FILE (`capsule run --format json`) is valid against
 //                                                tools/schemas/run.schema.json; with the flag, some
 //                                                capsule used shows value and vjp rechecks
 //   node validate.mjs selftest                   the schemas accept and reject small inline cases
+//   node validate.mjs sarif-logs OUT DIR CAPSULE_BIN
+//                                                writes lint's SARIF logs of the shipped tree and of
+//                                                each lint entry of the invalid gallery DIR to OUT
 //
 // Every mode also runs controls (mutated documents must be rejected; for the gallery, valid files
 // must pass the same loader harness), so a pass is never vacuous. Exit status: 0 pass, 1 a check
 // failed, 2 usage or set-up error.
 import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -344,6 +349,16 @@ function galleryEntries(dir) {
 /// Runs the loader on one entry in a scratch directory holding just that entry.
 function runLoader(bin, entry, scratch) {
   const env = { ...process.env, CAPSULE_TODAY: "2026-11-29", NO_COLOR: "1" };
+  const args = runLoaderArgs(entry, scratch);
+  const run = spawnSync(bin, args, { env, encoding: "utf8" });
+  if (run.error) throw new Error(`cannot run ${bin}: ${run.error.message}`);
+  const output = `${run.stdout}${run.stderr}`;
+  return { status: run.status, output, hasCode: (code) => output.includes(`[${code}]`) };
+}
+
+/// The command line that checks one entry, after copying a single-file entry into its own
+/// scratch tree.
+function runLoaderArgs(entry, scratch) {
   let args;
   if (entry.dir) {
     args = ["lint", "--catalogs", path.join(entry.dir, "catalogs"), "--profiles", path.join(entry.dir, "profiles")];
@@ -367,10 +382,7 @@ function runLoader(bin, entry, scratch) {
       args = ["lint", "--catalogs", catalogs, "--profiles", profiles];
     }
   }
-  const run = spawnSync(bin, args, { env, encoding: "utf8" });
-  if (run.error) throw new Error(`cannot run ${bin}: ${run.error.message}`);
-  const output = `${run.stdout}${run.stderr}`;
-  return { status: run.status, output, hasCode: (code) => output.includes(`[${code}]`) };
+  return args;
 }
 
 function gallery(dir, bin) {
@@ -444,18 +456,70 @@ function gallery(dir, bin) {
   return failures === 0 ? 0 : 1;
 }
 
+/// The SARIF 2.1.0 schema kept in the repository (tests/schemas/third_party/README.md says where it
+/// comes from); its digest is pinned so nobody edits it by accident.
+const SARIF_SCHEMA = path.join(REPO, "tests", "schemas", "third_party", "sarif-2.1.0-rtm.5.json");
+const SARIF_SCHEMA_SHA256 = "2d99159ae54a3eea97f81781cff48780548657c35949f4b7f25e99a2ba4de4f8";
+
 function sarifValidator() {
-  const file = path.join(HERE, "node_modules", "@microsoft", "jest-sarif", "lib", "schemas", "sarif-2.1.0-rtm.5.json");
-  if (!fs.existsSync(file)) {
-    console.error(`schema-check: ${file} is missing; run \`npm ci --prefix tools/schema-check\``);
-    process.exit(2);
+  const bytes = fs.readFileSync(SARIF_SCHEMA);
+  const digest = crypto.createHash("sha256").update(bytes).digest("hex");
+  if (digest !== SARIF_SCHEMA_SHA256) {
+    console.log(`FAIL ${path.relative(REPO, SARIF_SCHEMA)} has SHA-256 ${digest}, expected ${SARIF_SCHEMA_SHA256} ` +
+                "(the third-party schema is kept verbatim; see the README beside it)");
+    process.exit(1);
   }
-  const schema = JSON.parse(fs.readFileSync(file, "utf8"));
+  const schema = JSON.parse(bytes.toString("utf8"));
   // The official schema is draft-04, so it is compiled by Ajv's draft-04 build. Its `language`
   // pattern has a stray `]` that only a non-unicode RegExp accepts, hence unicodeRegExp: false.
   const ajv = new AjvDraft04({ allErrors: true, strict: false, unicodeRegExp: false });
   addFormats(ajv);
   return ajv.compile(schema);
+}
+
+/// Writes the SARIF logs of `capsule lint` over the shipped tree (shipped.sarif) and over every
+/// lint-checked entry of the invalid gallery (gallery-NAME.sarif) into OUT, for
+/// sarif_multitool.cmake. Graph entries are skipped: `plan` reports them, not lint.
+function sarifLogs(out, dir, bin) {
+  fs.mkdirSync(out, { recursive: true });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "capsule-sarif-logs-"));
+  let failures = 0;
+  let written = 0;
+  const write = (name, args, expectFindings) => {
+    const env = { ...process.env, CAPSULE_TODAY: "2026-11-29", NO_COLOR: "1" };
+    const run = spawnSync(bin, [...args, "--format", "sarif"], { env, encoding: "utf8" });
+    if (run.error) throw new Error(`cannot run ${bin}: ${run.error.message}`);
+    if (run.status !== (expectFindings ? 1 : 0) || !run.stdout.startsWith("{")) {
+      failures++;
+      console.log(`FAIL ${name}: capsule lint --format sarif exited ${run.status}, expected ${expectFindings ? 1 : 0}`);
+      for (const line of run.stderr.trim().split("\n").slice(0, 4)) console.log(`       ${line}`);
+      return;
+    }
+    fs.writeFileSync(path.join(out, `${name}.sarif`), run.stdout);
+    written++;
+  };
+  try {
+    write("shipped", ["lint", "--catalogs", path.join(REPO, "catalogs"), "--profiles", path.join(REPO, "profiles")], false);
+    for (const entry of galleryEntries(dir)) {
+      if (entry.kind === "graph") continue;
+      // The loader harness of the gallery mode, with --format sarif; exit 2 (io-error,
+      // nothing-to-lint) still prints a log, which must be valid too.
+      const env = { ...process.env, CAPSULE_TODAY: "2026-11-29", NO_COLOR: "1" };
+      const run = spawnSync(bin, [...runLoaderArgs(entry, scratch), "--format", "sarif"], { env, encoding: "utf8" });
+      if (run.error) throw new Error(`cannot run ${bin}: ${run.error.message}`);
+      if (run.status === 0 || !run.stdout.startsWith("{")) {
+        failures++;
+        console.log(`FAIL gallery ${entry.name}: lint --format sarif exited ${run.status} without a SARIF log of findings`);
+        continue;
+      }
+      fs.writeFileSync(path.join(out, `gallery-${entry.name.replace(/[^A-Za-z0-9._-]/g, "_")}.sarif`), run.stdout);
+      written++;
+    }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  console.log(`sarif-logs: ${written} logs written to ${out}; ${failures} failed`);
+  return failures === 0 && written > 20 ? 0 : 1;
 }
 
 function sarif(file, expectResults) {
@@ -672,7 +736,7 @@ function runOutput(file, expectRechecks) {
 const [mode, ...args] = process.argv.slice(2);
 const usage =
   "usage: validate.mjs shipped ROOT | gallery DIR CAPSULE_BIN | sarif FILE [--expect-results] | " +
-  "run FILE [--expect-rechecks] | selftest";
+  "run FILE [--expect-rechecks] | selftest | sarif-logs OUT GALLERY_DIR CAPSULE_BIN";
 let status;
 if (mode === "shipped" && args.length === 1) status = shipped(path.resolve(args[0]));
 else if (mode === "gallery" && args.length === 2) status = gallery(path.resolve(args[0]), path.resolve(args[1]));
@@ -681,6 +745,7 @@ else if (mode === "sarif" && (args.length === 1 || (args.length === 2 && args[1]
 else if (mode === "run" && (args.length === 1 || (args.length === 2 && args[1] === "--expect-rechecks")))
   status = runOutput(path.resolve(args[0]), args.length === 2);
 else if (mode === "selftest" && args.length === 0) status = selftest();
+else if (mode === "sarif-logs" && args.length === 3) status = sarifLogs(path.resolve(args[0]), path.resolve(args[1]), path.resolve(args[2]));
 else {
   console.error(usage);
   status = 2;

@@ -18,7 +18,8 @@ enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 /// - JSON: `{"diagnostics": [{severity, code, file, line, column, message, notes, help}],
 ///   "errors", "warnings", "notes"}`;
 /// - SARIF 2.1.0: one run whose driver lists every lint rule (capsule/lint.hpp) with its default
-///   level, and one result per diagnostic;
+///   level, name, descriptions, help and helpUri (capsule/lint_rule_docs.hpp), and one result per
+///   diagnostic;
 /// - GitHub: one `::error|warning|notice file=…,line=…,col=…,title=capsule RULE::message` command
 ///   per diagnostic, each part through github_escape (capsule/escape.hpp): controls shown
 ///   visibly, then `%`, CR, LF (and `,`/`:` in properties) encoded; notes follow as `%0Anote: …`.

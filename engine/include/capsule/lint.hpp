@@ -37,7 +37,7 @@ struct LintRule {
 };
 
 /// Every rule lint can report, in the order docs/decisions.md lists them.
-inline constexpr std::array<LintRule, 34> kLintRules{{
+inline constexpr std::array<LintRule, 35> kLintRules{{
     {DiagCode::ParseError, Severity::Error, true, "the file is valid TOML"},
     {DiagCode::IoError, Severity::Error, true, "every file and directory can be read"},
     {DiagCode::UnsupportedSchema, Severity::Error, true, "`schema` is a version this build reads"},
@@ -95,6 +95,9 @@ inline constexpr std::array<LintRule, 34> kLintRules{{
     {DiagCode::CheckerMismatch, Severity::Error, false,
      "the registered checker that evidence names checks the capsule's op and device, the evidence's obligation, "
      "with the coverage the catalog claims"},
+    // Last, so the SARIF rule indices of the rules above stay as they were.
+    {DiagCode::InvalidIdentifier, Severity::Error, true,
+     "names, evidence names, symbols and paths use only their plain-ASCII character sets"},
 }};
 
 /// The rule for `code`, or nullptr when lint never reports it (planning, gate and usage codes).

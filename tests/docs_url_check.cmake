@@ -1,0 +1,30 @@
+# CTest schemas.docs_url_validated (cmake -P): CAPSULE_DOCS_URL's configure-time check accepts
+# empty and absolute http(s) URIs, and refuses relative, other-scheme and quote- or
+# space-carrying values (it is compiled into a C++ string and written into SARIF's helpUri).
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/docs_url.cmake)
+set(failures 0)
+foreach(good "" "https://capsule.invalid/docs/" "http://localhost:8080/capsule/docs" "https://example.org/a%20b/docs/")
+  capsule_check_docs_url("${good}" error)
+  if(error)
+    message("FAIL: refused \"${good}\": ${error}")
+    math(EXPR failures "${failures} + 1")
+  endif()
+endforeach()
+foreach(bad "docs/" "/docs/" "ftp://example.org/docs/" "file:///srv/docs/" "https://" "https://example.org/docs/?x=1"
+            "https://example.org/docs/#top" "https://example.org/d\"ocs/" "https://example.org/d ocs/"
+            "https://example.org/docs\\" "javascript:alert(1)")
+  capsule_check_docs_url("${bad}" error)
+  if(NOT error)
+    message("FAIL: accepted \"${bad}\"")
+    math(EXPR failures "${failures} + 1")
+  endif()
+endforeach()
+capsule_docs_url_base("https://example.org/docs" base)
+if(NOT base STREQUAL "https://example.org/docs/")
+  message("FAIL: the base of https://example.org/docs is \"${base}\", expected a trailing slash")
+  math(EXPR failures "${failures} + 1")
+endif()
+if(failures GREATER 0)
+  message(FATAL_ERROR "${failures} CAPSULE_DOCS_URL checks failed")
+endif()
+message("docs_url: 4 accepted, 11 refused as expected")
