@@ -136,9 +136,9 @@ function notify(method, params) {
   server.send({ jsonrpc: "2.0", method, params });
 }
 
-/// Opens MARKED as ROOT/catalogs/NAME; each `‸` marks a position, returned in order and removed.
-function open(name, marked) {
-  const uri = pathToFileURL(path.join(ROOT, "catalogs", name)).href;
+/// Opens MARKED as ROOT/FILE; each `‸` marks a position, returned in order and removed.
+function open(file, marked) {
+  const uri = pathToFileURL(path.join(ROOT, file)).href;
   const marks = [];
   const lines = marked.split("\n").map((line, lineNo) => {
     for (let at = line.indexOf("‸"); at >= 0; at = line.indexOf("‸")) {
@@ -183,6 +183,9 @@ async function diagnosticsFor(uri) {
 // ---- the session ------------------------------------------------------------------------------
 
 const schema = JSON.parse(fs.readFileSync(SCHEMA_FILE, "utf8"));
+const readSchema = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, "tools", "schemas", name), "utf8"));
+const graphNodeKeys = readSchema("graph.schema.json").properties.node.items.properties;
+const waiverKeys = readSchema("waiver.schema.json").properties.waiver.items.properties;
 const capsuleKeys = schema.properties.capsule.items.properties;
 const describe = {
   provider: capsuleKeys.provider.description,
@@ -221,7 +224,7 @@ async function session() {
   notify("initialized", {});
 
   // 1. Completion on an empty line of a [[capsule]] table whose module gives op and reduction.
-  const completing = open("lsp-probe-completion.toml", [
+  const completing = open("catalogs/lsp-probe-completion.toml", [
     "schema = 1",
     'module = "lsp-probe"',
     "",
@@ -247,7 +250,7 @@ async function session() {
 
   // 2. Hover on keys: a capsule's own keys (in the first and a later entry), a contract's claim
   //    and an evidence kind inside inline tables.
-  const hovering = open("lsp-probe-hover.toml", [
+  const hovering = open("catalogs/lsp-probe-hover.toml", [
     "schema = 1",
     'module = "lsp-probe"',
     "",
@@ -272,9 +275,21 @@ async function session() {
     check(shown.includes(description), `hover on \`${what}\` shows the key's description`, shown);
   }
 
+  // The same array-of-tables lookup serves a graph's [[node]] and a waivers file's [[waiver]].
+  const graph = open("examples/graphs/lsp-probe.graph.toml",
+                     ["schema = 1", 'name = "lsp-probe"', "", "[[node]]", "id = 0", 'ki‸nd = "input"', "shape = [4]"].join("\n"));
+  const kindShown = await hoverText(graph.uri, graph.marks[0]);
+  check(kindShown.includes(graphNodeKeys.kind.description), "hover on `kind` in a graph's [[node]] shows its description",
+        kindShown);
+  const waivers = open("lsp-probe.waivers.toml",
+                       ["[[waiver]]", 'cha‸nge = "weakened:capsule:reference.relu:value"'].join("\n"));
+  const changeShown = await hoverText(waivers.uri, waivers.marks[0]);
+  check(changeShown.includes(waiverKeys.change.description), "hover on `change` in a [[waiver]] shows its description",
+        changeShown);
+
   // 3. The strict rules still reach the editor: a capsule whose vjp is "none" but whose vjp
   //    contract claims a refinement is flagged (the rule now stated from the schema's root).
-  const breaking = open("lsp-probe-rules.toml", [
+  const breaking = open("catalogs/lsp-probe-rules.toml", [
     "schema = 1",
     'module = "lsp-probe"',
     "",
