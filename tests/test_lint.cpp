@@ -859,7 +859,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(github.status == 1);
     INFO(github.out);
     CHECK(github.out.find("::warning file=catalogs/attention.toml,line=7,col=10,") == 0);
-    CHECK(has(github.out, "\n::error file=catalogs/reference.toml,line=19,col=161,"));
+    CHECK(has(github.out, "\n::error file=catalogs/reference.toml,line=19,col=160,"));
     CHECK(has(github.out, ",title=capsule unknown-test-suite::capsule `reference.matmul` value evidence"));
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
