@@ -127,8 +127,10 @@ TEST_SUITE("cli") {
                             (test_data() / "graphs/attention-block.graph.toml").string()});
     CHECK(dot.status == 0);
     check_golden("plan_attention_block.dot", normalize(dot.out));
-    const CliRun dot_ops = cli({"plan", "--profile", "checked_cpu", "--ops", "relu", "--format", "dot"});
-    CHECK(dot_ops.status == 2);
+    const CliRun dot_ops = cli({"plan", "--profile", "libtorch_forward_cuda", "--ops", "add,scaled_dot_product_attention",
+                                "--format", "dot"});
+    CHECK(dot_ops.status == 0);
+    check_golden("plan_ops_libtorch_forward_cuda.dot", normalize(dot_ops.out));
   }
 
   TEST_CASE("a planning failure lists every candidate, JSON carries the error object") {

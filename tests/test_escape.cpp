@@ -499,17 +499,22 @@ TEST_SUITE("escape") {
     REQUIRE(markdown.status == 0);
     check_inert_text(markdown);
     CHECK(has(markdown.out, "trusted boundary: vendor relu\\\\n::error::reason forged"));
-    // Inside the fenced contracts block text is literal; outside it no markup survives.
+    // The contracts are a table of escaped cells (issue 12): no markup survives anywhere.
     const std::string prose = outside_code_blocks(markdown.out);
     CHECK(has(prose, "&lt;script&gt;"));
     CHECK_FALSE(has(prose, "<script"));
+    CHECK_FALSE(has(markdown.out, "<script"));  // as in the diff's Markdown: not even in a fence
     CHECK_FALSE(has(prose, "@octocat"));
     CHECK_FALSE(has(prose, "[link](http"));
-    // Each table row keeps its nine cell bars (eight cells): no `|` from the reason splits one.
+    // Each table row keeps its header's cell bars: no `|` from the reason splits one.
+    std::size_t header_cells = 0;
     for (const std::string_view line : lines_of(markdown.out)) {
-      if (!line.starts_with("| relu")) continue;
-      const std::size_t cells = cell_bars(line);
-      CHECK(cells == 9);
+      if (!line.starts_with("|")) {
+        header_cells = 0;
+        continue;
+      }
+      if (header_cells == 0) header_cells = cell_bars(line);
+      CHECK_MESSAGE(cell_bars(line) == header_cells, std::string(line));
     }
 
     const testing::CliRun json = plan("json");

@@ -10,6 +10,8 @@ packages=(cmake make g++ clang libclang-rt-14-dev ccache
 # libopenblas0-pthread: Debian's LibTorch calls whichever libblas.so.3 the alternatives select,
 # which is netlib's reference BLAS unless OpenBLAS is installed; the LibTorch provider and the
 # benchmark peer should run the BLAS a user would (docs/benchmarks.md).
+# Graphviz's `dot` renders the plan's DOT output in the test cli.dot_renders (skipped without it).
+packages+=(graphviz)
 # Node.js runs the schema checks (tools/schema-check, CTest label `schemas`); any node >= 18 on
 # PATH will do, Debian's otherwise.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

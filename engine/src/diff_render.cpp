@@ -2,7 +2,7 @@
 // The trust diff's three renderers: text for a terminal, markdown for a pull-request comment, JSON
 // for tools. Every input-derived field (names, ids, paths, messages quoting them, reasons, owners,
 // revision labels) goes through its format's escaping function (capsule/escape.hpp): text_escape,
-// markdown_escape / markdown_code, or the JSON writer.
+// markdown_cell (table cells) / markdown_escape (prose) / markdown_code, or the JSON writer.
 #include "capsule/diff.hpp"
 
 #include "capsule/environment_report.hpp"
@@ -71,14 +71,13 @@ std::string where_words(const SourceLoc& where, Side side) {
 }
 
 std::string markdown_what(const Change& c) {
-  std::string out = markdown_escape(c.message);
+  std::vector<MarkdownLine> lines{{c.message}};
   if (!c.before.empty() || !c.after.empty()) {
-    out += str("<br>", c.before.empty() ? "(none)" : markdown_escape(c.before), " → ",
-               c.after.empty() ? "(none)" : markdown_escape(c.after));
+    lines.push_back({str(c.before.empty() ? "(none)" : c.before, " → ", c.after.empty() ? "(none)" : c.after)});
   }
-  for (const std::string& note : c.notes) out += "<br>note: " + markdown_escape(note);
-  if (c.waiver) out += "<br>**" + markdown_escape(waiver_words(*c.waiver)) + "**";
-  return out;
+  for (const std::string& note : c.notes) lines.push_back({"note: " + note});
+  if (c.waiver) lines.push_back({waiver_words(*c.waiver), true});
+  return markdown_cell(lines);
 }
 
 std::string markdown_change_table(const std::vector<const Change*>& changes) {
@@ -226,8 +225,8 @@ std::string render_markdown(const TrustDiff& diff) {
       std::string direction(to_string(row.direction));
       if (row.direction == Direction::Weakened) direction = row.waiver ? "weakened (waived)" : "**weakened**";
       out += str("| ", markdown_code(row.profile), " | ", markdown_code(to_string(row.op)), " | ",
-                 markdown_escape(selection_words(row.before, row.after)), " | ",
-                 markdown_escape(selection_words(row.after, row.before)), " | ",
+                 markdown_cell(selection_words(row.before, row.after)), " | ",
+                 markdown_cell(selection_words(row.after, row.before)), " | ",
                  direction, " | ", markdown_code(row.id), " |\n");
     }
   }
@@ -239,10 +238,10 @@ std::string render_markdown(const TrustDiff& diff) {
     out += "\n#### Waivers\n\n| waiver | state | accepted by | where |\n|---|---|---|---|\n";
     for (const Waiver& w : diff.expired_waivers) {
       out += str("| ", markdown_code(w.change), " | **expired ", format_date(w.expires), "** (fails) | ",
-                 markdown_escape(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
+                 markdown_cell(w.accepted_by), " | ", markdown_code(location_words(w.where)), " |\n");
     }
     for (const Waiver& w : diff.unused_waivers) {
-      out += str("| ", markdown_code(w.change), " | unused | ", markdown_escape(w.accepted_by), " | ",
+      out += str("| ", markdown_code(w.change), " | unused | ", markdown_cell(w.accepted_by), " | ",
                  markdown_code(location_words(w.where)), " |\n");
     }
   }

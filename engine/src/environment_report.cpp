@@ -25,7 +25,7 @@ void write_environment_json(JsonWriter& json, const EnvironmentFingerprint& envi
 std::string environment_markdown(const EnvironmentFingerprint& environment) {
   std::string out = str("\n**Environment** (sha256 ", markdown_code(environment.digest(), MarkdownPlace::Inline),
                         ")\n\n| key | value |\n|---|---|\n");
-  for (const auto& [key, value] : environment.entries) out += str("| ", markdown_escape(key), " | ", markdown_escape(value), " |\n");
+  for (const auto& [key, value] : environment.entries) out += str("| ", markdown_cell(key), " | ", markdown_cell(value), " |\n");
   return out;
 }
 

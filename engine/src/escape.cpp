@@ -107,6 +107,21 @@ std::string markdown_escape(std::string_view text) {
   return out;
 }
 
+std::string markdown_cell(std::span<const MarkdownLine> lines) {
+  std::string out;
+  for (const MarkdownLine& line : lines) {
+    if (&line != lines.data()) out += "<br>";
+    // markdown_escape escapes `*`, so the text cannot close the emphasis early.
+    out += line.strong ? "**" + markdown_escape(line.text) + "**" : markdown_escape(line.text);
+  }
+  return out;
+}
+
+std::string markdown_cell(std::string_view text) {
+  const MarkdownLine line{std::string(text)};
+  return markdown_cell(std::span<const MarkdownLine>(&line, 1));
+}
+
 std::string markdown_code(std::string_view text, MarkdownPlace place) {
   std::string content = text_escape(text);
   if (place == MarkdownPlace::TableCell) {

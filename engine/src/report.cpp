@@ -2,11 +2,11 @@
 #include "capsule/report.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
 #include "capsule/text.hpp"
+#include "report_internal.hpp"
 
 namespace capsule {
 namespace {
@@ -87,7 +87,10 @@ void write_trusted_ops(JsonWriter& json, std::span<const PlannedKernel> kernels)
   json.end_array();
 }
 
-/// Obligations of `c` that rest on trusted-boundary evidence.
+}  // namespace
+
+namespace report_internal {
+
 std::vector<Obligation> boundary_obligations(const Capsule& c) {
   std::vector<Obligation> out;
   for (const Obligation o : all_values<Obligation>()) {
@@ -102,59 +105,10 @@ std::string obligation_list(const std::vector<Obligation>& obligations) {
   return join(names, ", ");
 }
 
-std::string markdown_sources(std::span<const SourceFile> sources) {
-  std::string out = "\n**Sources**\n\n| file | sha256 |\n|---|---|\n";
-  for (const SourceFile& s : sources) out += str("| ", markdown_code(s.path), " | ", markdown_code(s.sha256), " |\n");
-  return out;
-}
+}  // namespace report_internal
 
-std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
-                                  const std::vector<std::vector<std::uint32_t>>* node_ids) {
-  std::string out = node_ids != nullptr ? "| nodes | op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|---|\n"
-                                        : "| op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const Capsule& c = *kernels[i].capsule;
-    if (node_ids != nullptr) {
-      std::vector<std::string> ids;
-      for (const std::uint32_t id : (*node_ids)[i]) ids.push_back(std::to_string(id));
-      out += str("| ", join(ids, ", "), " ");
-    }
-    const std::string trust = c.trust == Trust::TrustedExternal ? "**trusted-external**" : "checked";
-    out += str("| ", to_string(kernels[i].op), " | ", markdown_code(c.name), " | ", to_string(c.provider), " | ", trust, " | ",
-               to_string(c.vjp), " | ", to_string(c.numerical.reduction), " | ",
-               markdown_escape(evidence_label(c.contract(Obligation::Value).evidence)), " | ",
-               to_string(evidence_disposition(ClaimKind::ValueRefinement, c.contract(Obligation::Value).evidence)),
-               " |\n");
-  }
-  return out;
-}
-
-std::string markdown_contracts(std::span<const PlannedKernel> kernels) {
-  // detailed_lines are escaped text that starts with spaces and an op name, so none closes the fence.
-  std::string out = "\n<details><summary>Contracts</summary>\n\n```text\n";
-  for (const PlannedKernel& k : kernels) {
-    for (const std::string& line : detailed_lines(k)) out += line + "\n";
-  }
-  return out + "```\n\n</details>\n";
-}
-
-std::string boundary_markdown(std::span<const PlannedKernel> kernels) {
-  const std::vector<Op> ops = trusted_external_ops(kernels);
-  if (ops.empty()) return "**Trusted external boundary:** none\n";
-  std::vector<std::string> names;
-  for (const Op op : ops) names.push_back(str("`", to_string(op), "`"));
-  return str("**Trusted external boundary:** ", join(names, ", "), "\n");
-}
-
-std::string boundary_evidence_markdown(std::span<const PlannedKernel> kernels) {
-  const std::vector<EvidenceBoundary> found = trusted_boundary_evidence(kernels);
-  if (found.empty()) return "**Trusted boundaries by evidence:** none\n";
-  std::vector<std::string> names;
-  for (const EvidenceBoundary& b : found) names.push_back(str("`", to_string(b.op), "` (", obligation_list(b.obligations), ")"));
-  return str("**Trusted boundaries by evidence:** ", join(names, ", "), "\n");
-}
-
-}  // namespace
+using report_internal::boundary_obligations;
+using report_internal::obligation_list;
 
 std::vector<EvidenceBoundary> trusted_boundary_evidence(std::span<const PlannedKernel> kernels) {
   std::vector<EvidenceBoundary> out;
@@ -253,16 +207,11 @@ std::string plan_report(const ResolvedProfile& resolved, const KernelPlan& plan,
       json.end_object();
       return json.str() + "\n";
     }
-    case ReportFormat::Markdown: {
-      std::string out = str("### Kernel plan under ", markdown_code(profile.name, MarkdownPlace::Inline), "\n\n",
-                            markdown_code(profile_summary(profile), MarkdownPlace::Inline), "\n\n");
-      out += boundary_markdown(kernels) + "\n" + boundary_evidence_markdown(kernels) + "\n";
-      out += markdown_kernel_table(kernels, nullptr);
-      out += markdown_contracts(kernels);
-      return out + markdown_sources(resolved.sources) + environment_markdown(environment);
-    }
-    case ReportFormat::Text:
-    case ReportFormat::Dot: {  // DOT draws graphs; the CLI rejects it for op lists before we get here
+    case ReportFormat::Markdown:
+      return report_internal::plan_markdown(resolved, kernels, environment);
+    case ReportFormat::Dot:
+      return report_internal::plan_dot(resolved, kernels, environment);
+    case ReportFormat::Text: {
       std::string out = profile_summary(profile) + "\n" + boundary_line(kernels) + "\n" + boundary_evidence_line(kernels);
       for (const PlannedKernel& k : kernels) {
         for (const std::string& line : detailed_lines(k)) out += "\n" + line;
@@ -318,66 +267,10 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
       json.end_object();
       return json.str() + "\n";
     }
-    case ReportFormat::Markdown: {
-      std::string out = str("### Graph plan ", markdown_code(input.graph.name, MarkdownPlace::Inline), " under ",
-                            markdown_code(profile.name, MarkdownPlace::Inline), "\n\n",
-                            markdown_code(profile_summary(profile), MarkdownPlace::Inline), "\n\n");
-      out += str("nodes ", input.plan.node_count, ", planned ", input.plan.kernels.size(), "; kernels ",
-                 input.plan.kernels.size(), ", groups ", input.groups.size(), "\n\n");
-      out += boundary_markdown(group_plan) + "\n" + boundary_evidence_markdown(group_plan) + "\n";
-      std::vector<std::vector<std::uint32_t>> ids;
-      for (const KernelGroup& g : input.groups) ids.push_back(g.node_ids);
-      out += markdown_kernel_table(group_plan, &ids);
-      out += markdown_contracts(group_plan);
-      return out + markdown_sources(sources) + environment_markdown(input.environment);
-    }
-    case ReportFormat::Dot: {
-      // One colour per provider so a reader sees at a glance which code computes each node;
-      // trusted-external capsules get a red double border (the trust boundary).
-      static const std::map<Provider, std::string_view> kColours{
-          {Provider::Reference, "#cfe8cf"}, {Provider::Torchlean, "#cfdcf5"}, {Provider::NativeCuda, "#f5e3b8"},
-          {Provider::Libtorch, "#f2c7c7"},  {Provider::External, "#e0c8f0"}};
-      std::map<std::uint32_t, const PlannedNodeKernel*> planned;
-      for (const PlannedNodeKernel& k : input.plan.kernels) planned[k.node_id] = &k;
-      std::string out = str("digraph \"", dot_escape(input.graph.name.empty() ? "graph" : input.graph.name), "\" {\n");
-      out += "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
-      out += str("  label=\"", dot_escape(profile_summary(profile)), "\";\n  labelloc=t;\n");
-      for (const GraphNode& node : input.graph.nodes) {
-        const auto it = planned.find(node.id);
-        if (it == planned.end()) {
-          out += str("  n", node.id, " [label=\"", dot_escape(str(node.id, " ", node.kind)), "\"",
-                     ", shape=ellipse, fillcolor=\"#eeeeee\"];\n");
-          continue;
-        }
-        const Capsule& c = *it->second->capsule;
-        const auto colour = kColours.find(c.provider);
-        std::string attributes = str("fillcolor=\"", colour == kColours.end() ? "#ffffff" : colour->second, "\"");
-        std::string label = str(dot_escape(str(node.id, " ", node.kind)), "\\n", dot_escape(c.name), "\\n",
-                                to_string(c.provider), " / ", to_string(c.trust));
-        const std::vector<Obligation> by_evidence = boundary_obligations(c);
-        if (c.trust == Trust::TrustedExternal) {
-          attributes += ", color=\"#c00000\", penwidth=2, peripheries=2";
-          label += "\\ntrusted external boundary";
-        } else if (!by_evidence.empty()) {
-          // Labelled checked, yet an obligation rests on a boundary: outline it by evidence too.
-          attributes += ", color=\"#c00000\", penwidth=2, style=\"rounded,filled,dashed\"";
-        }
-        if (!by_evidence.empty()) label += str("\\ntrusted boundary evidence: ", obligation_list(by_evidence));
-        out += str("  n", node.id, " [label=\"", label, "\", ", attributes, "];\n");
-      }
-      for (const GraphNode& node : input.graph.nodes) {
-        // A node may read the same input several times (attention's q, k, v); draw one edge.
-        std::vector<std::uint32_t> drawn;
-        for (const std::uint32_t input_id : node.inputs) {
-          if (std::find(drawn.begin(), drawn.end(), input_id) != drawn.end()) continue;
-          drawn.push_back(input_id);
-          out += str("  n", input_id, " -> n", node.id, ";\n");
-        }
-      }
-      out += "  // sources\n";
-      for (const SourceFile& s : sources) out += str("  // ", text_escape(s.path), " sha256 ", text_escape(s.sha256), "\n");
-      return out + environment_dot_comments(input.environment) + "}\n";
-    }
+    case ReportFormat::Markdown:
+      return report_internal::graph_markdown(input, sources);
+    case ReportFormat::Dot:
+      return report_internal::graph_dot(input, sources);
   }
   return {};
 }

@@ -21,7 +21,6 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   const po::variables_map vm = parse_args(args, options);
   const ReportFormat format = parse_choice<ReportFormat>(vm["format"].as<std::string>(), "--format",
       {{"text", ReportFormat::Text}, {"json", ReportFormat::Json}, {"markdown", ReportFormat::Markdown}, {"dot", ReportFormat::Dot}});
-  if (format == ReportFormat::Dot && !vm.count("graph")) throw UsageError{"--format dot draws graphs; use it with --graph"};
   auto inputs = plan_inputs(vm, ctx, PlanTarget::OpsOrGraph);
   if (!inputs) return kUsage;
   const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);

@@ -16,7 +16,7 @@ std::string environment_block(const EnvironmentFingerprint& environment);
 /// Writes `"environment": {"sha256": digest, "entries": {key: value, ...}}` into an open JSON object.
 void write_environment_json(JsonWriter& json, const EnvironmentFingerprint& environment);
 /// A bold `Environment` heading with the digest, then a `| key | value |` table whose cells go
-/// through markdown_escape. Starts with a blank line, ends with a newline.
+/// through markdown_cell. Starts with a blank line, ends with a newline.
 std::string environment_markdown(const EnvironmentFingerprint& environment);
 /// The fingerprint as Graphviz `//` comment lines (text_escape'd, so no value ends its comment).
 std::string environment_dot_comments(const EnvironmentFingerprint& environment);

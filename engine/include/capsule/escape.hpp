@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,20 @@ std::string text_escape(std::string_view text);
 /// mention of it (GitHub honours neither `\@` nor `&#64;`). Fields never start a markdown line,
 /// so line-start syntax (`-`, `+`, `1.`, `>`, `=`) needs no escape.
 std::string markdown_escape(std::string_view text);
+
+/// One line of a Markdown table cell: input text, set plain or strong (bold).
+struct MarkdownLine {
+  std::string text;
+  bool strong = false;
+};
+
+/// A Markdown table cell (the one cell function of every Markdown renderer: plan, graph plan,
+/// trust diff, environment): each line `markdown_escape`d, so no input can open an HTML tag, split
+/// the cell at a `|`, end the row with a newline or start markup, a strong line wrapped in `**`,
+/// and the lines joined by `<br>`, the only HTML the cell itself adds. No lines give an empty cell.
+std::string markdown_cell(std::span<const MarkdownLine> lines);
+/// A cell of one plain line.
+std::string markdown_cell(std::string_view text);
 
 /// Where a markdown code span goes: GitHub splits table cells at `|` even inside a code span.
 enum class MarkdownPlace : std::uint8_t { Inline, TableCell };

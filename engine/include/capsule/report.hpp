@@ -18,7 +18,8 @@
 
 namespace capsule {
 
-/// Output formats of `plan` (DOT draws graphs only).
+/// Output formats of `plan`. DOT draws a graph as its nodes and edges, an op list as one node per
+/// op in the order given with no edges (an op list states no data flow), each with a legend.
 enum class ReportFormat : std::uint8_t { Text, Json, Markdown, Dot };
 
 /// `profile={name} device={cli} assurance={label} vjp={vjp}` (§4.3).
