@@ -18,6 +18,7 @@ namespace capsule {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::has;
 using testing::source_dir;
 
 std::string read_text(const fs::path& file) {
@@ -121,6 +122,50 @@ TEST_SUITE("docs") {
         CHECK(reference.find("`" + key + "`") != std::string::npos);
       }
     }
+  }
+
+  // docs/quickstart.md shows real output: each `$ capsule ...` line of its text blocks is run on the
+  // shipped tree, must not be a usage error, and every line shown after it (but elisions, `…`)
+  // must be a line of what it printed.
+  TEST_CASE("the quick start's commands run and print what it shows") {
+    std::istringstream lines(read_text(source_dir() / "docs" / "quickstart.md"));
+    struct Shown {
+      std::vector<std::string> args;
+      std::vector<std::string> lines;
+    };
+    std::vector<Shown> commands;
+    bool in_block = false;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("```")) {
+        in_block = !in_block;
+        if (!in_block) commands.emplace_back();  // a block ends the previous command's output
+        continue;
+      }
+      if (!in_block) continue;
+      if (line.starts_with("$ capsule ")) {
+        Shown shown;
+        std::istringstream words(line.substr(10));
+        for (std::string word; words >> word;) shown.args.push_back(word);
+        commands.push_back(std::move(shown));
+      } else if (!commands.empty() && !commands.back().args.empty() && !line.empty() &&
+                 line.find("\xE2\x80\xA6") == std::string::npos) {
+        commands.back().lines.push_back(line);
+      }
+    }
+    std::size_t ran = 0;
+    for (const Shown& shown : commands) {
+      if (shown.args.empty()) continue;
+      CAPTURE(join(shown.args, " "));
+      const testing::CliRun run = testing::run_shipped_cli(shown.args);
+      ++ran;
+      CHECK((run.status == 0 || run.status == 1));
+      const std::string out = "\n" + run.out;
+      for (const std::string& expected : shown.lines) {
+        CAPTURE(expected);
+        CHECK(has(out, "\n" + expected + "\n"));
+      }
+    }
+    CHECK(ran >= 6);
   }
 
   TEST_CASE("every cited docs anchor names a heading of that file") {
