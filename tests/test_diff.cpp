@@ -626,6 +626,21 @@ TEST_CASE("an impact whose capsule moved must be accepted on its own") {
   }
 }
 
+// CI reads waivers from the base revision, so the offer of ready-made waivers must say in which
+// order a reviewer acts, or a waiver added to the pull request itself looks like it had no effect.
+TEST_CASE("the Markdown waiver offer says waivers come from the base revision: merge first, then rebase") {
+  TrustDiff diff = diff_case("label-vs-evidence");
+  const std::string markdown = render_markdown(diff);
+  CHECK(has(markdown, "Accepting these changes after review"));
+  CHECK(has(markdown, "is read from the base revision: a waiver added by this pull request itself is ignored"));
+  CHECK(has(markdown, "Merge the waivers in a pull request of their own first, then rebase this one"));
+  // Nothing is offered when nothing fails.
+  TrustDiff clean = diff_case("label-vs-evidence");
+  for (Change& change : clean.changes) change.direction = Direction::Neutral;
+  for (Impact& row : clean.impacts) row.direction = Direction::Neutral;
+  CHECK_FALSE(has(render_markdown(clean), "is read from the base revision"));
+}
+
 TEST_CASE("waiver files: every key required / unknown keys and malformed ids reported at file:line:col") {
   SUBCASE("a valid file") {
     const auto waivers = parse_waivers(R"(schema = 1

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `capsule run EXAMPLE --profile NAME` (issue item 8), driven in-process: TorchLean §10.15's
-// numbers, a falling loss, JSON output, the graph dump, and the exit statuses of SPEC §7.
+// numbers, a falling loss, JSON output, the graph dump, and the exit statuses of README.md#command-line.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -61,7 +61,7 @@ TEST_SUITE("vocab") {
           "unknown device cdua (known targets: cpu | cuda | rocm | metal | wasm | tpu | trainium | custom | external)");
     CHECK(device.error().nearest == "cuda");
 
-    // SPEC §3: the error always names the nearest spelling, however far.
+    // docs/format.md#vocabulary: the error always names the nearest spelling, however far.
     auto far = parse<Trust>("zzzzzzzzzzzzzzzz");
     REQUIRE_FALSE(far.has_value());
     CHECK(far.error().nearest == "checked");

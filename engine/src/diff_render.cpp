@@ -255,8 +255,15 @@ std::string render_markdown(const TrustDiff& diff) {
     if (row.direction == Direction::Weakened && !row.waiver && row.caused_by.empty()) open.push_back(row.id);
   }
   if (!open.empty()) {
+    // The CI jobs read the waivers file from the BASE revision (so a change cannot waive
+    // itself); a reviewer who adds the entries to the pull request's own tree sees nothing
+    // change, so the order of the steps is spelled out where the entries are offered.
     out += "\n<details><summary>Accepting these changes after review</summary>\n\n"
-           "Add to the waivers file passed with `--accept`:\n\n```toml\nschema = 1\n";
+           "Add to the waivers file passed with `--accept`. In CI (`.github/workflows/catalogs.yml`, the "
+           "capsule action) that file (`.capsule/waivers.toml` by default) is read from the base revision: a waiver "
+           "added by this pull request itself is ignored. Merge the waivers in a pull request of their "
+           "own first, then rebase this one so the check runs again "
+           "(docs/trust-diff.md#waivers).\n\n```toml\nschema = 1\n";
     for (const std::string& id : open) {
       out += str("\n[[waiver]]\nchange = ", toml_quoted(id), "\naccepted_by = \"\"\nreason = \"\"\nexpires = ",
                  format_date(Date{std::chrono::sys_days{diff.today} + std::chrono::days{90}}), "\n");

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Catalog loader (SPEC §4). A file is read in two steps: every table ([defaults] and each
+// Catalog loader (docs/format.md#catalogs). A file is read in two steps: every table ([defaults] and each
 // [[capsule]]) is parsed into a `PartialCapsule` whose fields are optional, then each capsule is
 // merged over the defaults (key by key; each contract as a whole) and validated. Parsing the
 // defaults once keeps load time linear in the number of capsules.
@@ -78,7 +78,7 @@ std::optional<Evidence> parse_evidence(FileContext& context, const toml::node& n
   const auto coverage = fields.vocab<CheckerCoverage>("coverage");
   if (const toml::node* e = fields.node("expires")) expires_where = context.at(*e);
   if (!kind) {
-    if (fields.node("kind") == nullptr) fields.missing("kind", "one of the evidence kinds of SPEC §3");
+    if (fields.node("kind") == nullptr) fields.missing("kind", "one of the evidence kinds of docs/format.md#evidence");
     return std::nullopt;
   }
   evidence.kind = *kind;
@@ -395,7 +395,7 @@ struct Finisher {
       if (!matches_obligation(capsule.op, capsule.vjp, obligation, descriptor.claim)) {
         context.error(DiagCode::MisalignedContract, partial.where,
                       describe_misalignment(capsule, obligation, descriptor.claim),
-                      {}, {"alignment rule: SPEC §4 / TorchLean contractsAligned (§3.1)"});
+                      {}, {"alignment rule: docs/format.md#contract-alignment (TorchLean contractsAligned, §3.1)"});
         ok = false;
       }
       // "Not applicable" is evidence only that there is nothing to prove: a forward-only capsule's

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Graph loader (SPEC §5b) and the IR op mapping of §5.1.
+// Graph loader (docs/format.md#graphs) and the IR op mapping (docs/format.md#ir-spellings).
 #include <algorithm>
 #include <unordered_set>
 
@@ -14,7 +14,7 @@ struct IrAlias {
   std::string_view kind;
   Op op;
 };
-// TorchLean's IR spellings that differ from the op names (§5.1).
+// TorchLean's IR spellings that differ from the op names (docs/format.md#ir-spellings).
 constexpr std::array<IrAlias, 9> kIrAliases{{{"mul_elem", Op::Mul},
                                               {"max_elem", Op::Max},
                                               {"min_elem", Op::Min},
@@ -189,7 +189,7 @@ std::optional<Graph> parse_graph(std::string_view text, const std::string& path,
         if (!known) {
           const std::string nearest = nearest_name(node.kind, kinds);
           context.error(DiagCode::UnknownSpelling, context.at(*kind),
-                        str("unknown node kind `", node.kind, "` (expected input, const, detach, an op of SPEC §3, or an IR spelling of §5.1)"),
+                        str("unknown node kind `", node.kind, "` (expected input, const, detach, an op, or an IR spelling; docs/format.md#graphs)"),
                         nearest.empty() ? std::string() : "did you mean `" + nearest + "`?");
         }
       }

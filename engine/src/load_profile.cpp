@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Profile loader (SPEC §5). Defaults follow TorchLean's KernelPolicy (provider auto, assurance
+// Profile loader (docs/format.md#profiles). Defaults follow TorchLean's KernelPolicy (provider auto, assurance
 // checked, vjp torchlean-tape, coalesced lowering); availability is never defaulted, because a
 // profile that forgot to declare its devices would silently plan nothing.
 #include <algorithm>
@@ -48,7 +48,7 @@ std::optional<ProviderPreference> parse_preference(FileContext& context, const t
     if (!provider.empty()) {
       help = str("write \"auto\", { prefer = \"", provider, "\" } or { only = \"", provider, "\" }");
     } else {
-      help = "write \"auto\", or a table naming a provider (SPEC §3): { prefer = \"reference\" } or { only = \"reference\" }";
+      help = "write \"auto\", or a table naming a provider (docs/format.md#providers): { prefer = \"reference\" } or { only = \"reference\" }";
     }
     context.error(DiagCode::UnknownSpelling, context.at(node),
                   str("`provider` must be \"auto\", { prefer = P } or { only = P }, got ", detail::render_for_message(node)), help);

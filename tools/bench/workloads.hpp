@@ -22,7 +22,7 @@ std::vector<Op> mlp_ops();
 /// `count` ops drawn uniformly from `ops`.
 std::vector<Op> op_list(const std::vector<Op>& ops, std::size_t count, std::uint64_t seed = 11);
 
-/// One `input` node, then MLP layers as TorchLean lowers `linear` + `relu` (SPEC §10.8): reshape,
+/// One `input` node, then MLP layers as TorchLean lowers `linear` + `relu` (TorchLean §10.8): reshape,
 /// const weight, transpose, matmul, const bias, broadcast_to, add, reshape, relu. Exactly `nodes`
 /// nodes; the last layer may be cut short.
 Graph mlp_graph(std::size_t nodes);

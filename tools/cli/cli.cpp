@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `capsule` command line (SPEC §7): the overview and the dispatch to one file per command.
+// The `capsule` command line (README.md#command-line): the overview and the dispatch to one file per command.
 #include "cli.hpp"
 
 #include <iostream>

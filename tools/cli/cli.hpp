@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `capsule` command line (SPEC §7) as a function, so tests drive it in-process with their
+// The `capsule` command line (README.md#command-line) as a function, so tests drive it in-process with their
 // own streams and the binary's main() stays a two-line shim.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 namespace capsule::cli {
 
-/// Exit statuses of SPEC §7.
+/// Exit statuses (README.md#command-line).
 enum ExitCode : int { kOk = 0, kRejected = 1, kUsage = 2 };
 
 struct Environment {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The data a run is decided from: capsule modules (one catalog file each), profiles, and IR
-// graphs. These are the in-memory forms of SPEC §4, §5 and §5b; `load.hpp` builds them from TOML.
+// graphs. These are the in-memory forms of docs/format.md; `load.hpp` builds them from TOML.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ struct CapsuleModule {
 
 using ModulePtr = std::shared_ptr<const CapsuleModule>;
 
-/// A named run configuration (§4.3, SPEC §5).
+/// A named run configuration (§4.3, docs/format.md#profiles).
 struct Profile {
   std::string name;
   std::string summary;
@@ -63,7 +63,7 @@ struct Profile {
 
 using ProfilePtr = std::shared_ptr<const Profile>;
 
-/// One IR node (SPEC §5b). `kind` is the spelling from the file; `op` is its kernel op, or
+/// One IR node (docs/format.md#graphs). `kind` is the spelling from the file; `op` is its kernel op, or
 /// empty for input/const/detach, which get no kernel (§5.1).
 struct GraphNode {
   std::uint32_t id = 0;

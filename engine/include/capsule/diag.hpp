@@ -22,7 +22,7 @@ enum class DiagCode : std::uint8_t {
   UnsupportedSchema,   // `schema` is missing or not a version this build reads
   UnknownKey,          // a key the format does not define (often a typo)
   WrongType,           // a key holds the wrong TOML type
-  UnknownSpelling,     // a vocabulary value (device, op, ...) that is not in SPEC §3
+  UnknownSpelling,     // a vocabulary value (device, op, ...) that is not in docs/format.md#vocabulary
   MissingField,        // a required key is absent after defaults are applied
   InvalidValue,        // a well-typed value that breaks a rule (empty name, bad id, ...)
   InvalidIdentifier,   // a name, evidence name, symbol or path outside its ASCII set (capsule/identifier.hpp)

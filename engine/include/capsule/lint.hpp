@@ -44,7 +44,7 @@ inline constexpr std::array<LintRule, 35> kLintRules{{
     {DiagCode::UnknownKey, Severity::Error, true, "every key is one the format defines"},
     {DiagCode::WrongType, Severity::Error, true, "every key holds the TOML type the format expects"},
     {DiagCode::UnknownSpelling, Severity::Error, true,
-     "devices, providers, ops and other vocabulary are spelled as in SPEC §3"},
+     "devices, providers, ops and other vocabulary are spelled as in docs/format.md#vocabulary"},
     {DiagCode::MissingField, Severity::Error, true, "required keys are present once [defaults] are applied"},
     {DiagCode::InvalidValue, Severity::Error, true, "well-typed values obey their rules (non-empty names, ...)"},
     {DiagCode::DuplicateModule, Severity::Error, true, "module names are unique across the loaded catalogs"},

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// TOML loaders for catalogs, profiles and graphs (SPEC §4, §5, §5b), built on toml++. Each
+// TOML loaders for catalogs, profiles and graphs (docs/format.md), built on toml++. Each
 // loader reports every problem it finds, with file:line:col and a stable code, into a
 // `Diagnostics` sink and returns a value only when the file had no error. `load_workspace`
 // loads whole directories and adds the cross-file checks (duplicate modules and profiles,
@@ -29,7 +29,7 @@ struct LoadOptions {
   static Date today_utc();
 };
 
-/// Parses catalog text (SPEC §4); `path` names it in diagnostics. Returns the module only when
+/// Parses catalog text (docs/format.md#catalogs); `path` names it in diagnostics. Returns the module only when
 /// no error was reported; warnings (expired trust) still return it.
 std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::string& path,
                                            const LoadOptions& options, Diagnostics& out);
@@ -37,7 +37,7 @@ std::optional<CapsuleModule> parse_catalog(std::string_view text, const std::str
 std::optional<CapsuleModule> load_catalog(const std::filesystem::path& file,
                                           const LoadOptions& options, Diagnostics& out);
 
-/// Parses profile text (SPEC §5). `with_catalogs` are recorded, not loaded (see load_profile).
+/// Parses profile text (docs/format.md#profiles). `with_catalogs` are recorded, not loaded (see load_profile).
 std::optional<Profile> parse_profile(std::string_view text, const std::string& path,
                                      const LoadOptions& options, Diagnostics& out);
 /// Loads a profile and, relative to it, the catalogs named by `with_catalogs`; `-` (kStdinPath,
@@ -45,7 +45,7 @@ std::optional<Profile> parse_profile(std::string_view text, const std::string& p
 std::optional<Profile> load_profile(const std::filesystem::path& file, const LoadOptions& options,
                                     Diagnostics& out);
 
-/// Parses an IR graph (SPEC §5b): unique ids, inputs naming earlier nodes, known node kinds.
+/// Parses an IR graph (docs/format.md#graphs): unique ids, inputs naming earlier nodes, known node kinds.
 std::optional<Graph> parse_graph(std::string_view text, const std::string& path, Diagnostics& out);
 /// Reads and parses a graph file and records its SHA-256; `-` (kStdinPath, below) reads standard
 /// input.

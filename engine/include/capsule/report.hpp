@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reports (§6, SPEC §7): TorchLean's text line formats, plus JSON, Markdown and Graphviz DOT.
+// Reports (§6; README.md#command-line): TorchLean's text line formats, plus JSON, Markdown and Graphviz DOT.
 // Every report ends with, or carries, the path and SHA-256 of each profile and catalog file it
 // was computed from, and next to them the environment fingerprint it was computed in
 // (capsule/fingerprint.hpp). The engine takes the fingerprint as data: the program collects it

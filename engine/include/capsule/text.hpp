@@ -35,7 +35,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b,
                           std::size_t bound = static_cast<std::size_t>(-1));
 
 /// The candidate closest to `value`, or "" when none is within a useful distance (half the
-/// word, at least 2). With `any_distance`, always the closest (SPEC §3 for vocabulary errors).
+/// word, at least 2). With `any_distance`, always the closest (for vocabulary errors, docs/format.md#vocabulary).
 /// No suggestion for a value longer than kMaxSuggestionLength.
 std::string nearest_name(std::string_view value, const std::vector<std::string_view>& candidates,
                          bool any_distance = false);

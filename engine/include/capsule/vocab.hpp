@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The closed vocabulary of SPEC §3: devices, providers, the 56 ops, trust, VJP modes, layouts,
+// The closed vocabulary (docs/format.md#vocabulary): devices, providers, the 56 ops, trust, VJP modes, layouts,
 // reductions, claims, evidence kinds and obligations. Each enum has exactly one name table; a
 // static_assert proves the table is dense and in declaration order, so `to_string` is an index
 // and no second list can drift. The spellings are a file-format contract.
@@ -272,7 +272,7 @@ constexpr bool table_is_dense(const std::array<std::pair<E, std::string_view>, N
 static_assert(detail::table_is_dense(VocabTable<Device>::entries));
 static_assert(detail::table_is_dense(VocabTable<Provider>::entries));
 static_assert(detail::table_is_dense(VocabTable<Op>::entries));
-static_assert(static_cast<std::size_t>(Op::Custom) + 1 == 56, "SPEC §3 defines 56 ops");
+static_assert(static_cast<std::size_t>(Op::Custom) + 1 == 56, "docs/format.md#ops lists 56 ops");
 static_assert(detail::table_is_dense(VocabTable<Trust>::entries));
 static_assert(detail::table_is_dense(VocabTable<VjpMode>::entries));
 static_assert(detail::table_is_dense(VocabTable<Layout>::entries));

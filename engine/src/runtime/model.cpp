@@ -109,7 +109,7 @@ RuntimeResult<Graph> lower(const Module& model, std::span<const std::int64_t> in
 
 std::string graph_toml(const Graph& graph) {
   std::ostringstream out;
-  out << "# IR graph (SPEC §5b) lowered from a model by capsule; plan it with\n"
+  out << "# IR graph (docs/format.md#graphs) lowered from a model by capsule; plan it with\n"
          "# `capsule plan --profile NAME --graph FILE`.\n"
       << "schema = 1\nname = " << toml_quoted(graph.name) << "\n";
   for (const GraphNode& node : graph.nodes) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Compiled handlers and their registry (SPEC §2, semantics §2.3, §7). A handler registers under
+// Compiled handlers and their registry (docs/providers.md; semantics §2.3, §7). A handler registers under
 // (op, provider, device) and declares what it can honour: the layouts it accepts, whether its
 // backward is a complete backend VJP, and the runtime guards it enforces; optionally it keeps
 // state from its forward for its backward, or hands its backward to an external autograd runtime

@@ -4,7 +4,7 @@
 // A model never names a profile or a device: every layer takes the `Session&` it runs in, and
 // every tensor computation — forward, loss and the optimizer's update — is a `session.call`, so
 // one model runs unchanged under any profile and the session's "capsules used" report names every
-// capsule that touched a number. A model also lowers to the IR graph of SPEC §5b, node for node
+// capsule that touched a number. A model also lowers to the IR graph of docs/format.md#graphs, node for node
 // what its eager forward runs, so `capsule plan --graph` audits exactly the ops training uses.
 #pragma once
 
@@ -193,7 +193,7 @@ class Sequential final : public Module {
   std::vector<std::pair<std::string, int>> stem_counts_;  // layers named so far, per stem
 };
 
-/// The IR graph (SPEC §5b) of `model` on one input of `input_shape`: an `input` node, then each
+/// The IR graph (docs/format.md#graphs) of `model` on one input of `input_shape`: an `input` node, then each
 /// layer's nodes in forward order. Sequential[linear 4 8, relu, linear 8 1] on [4] gives exactly
 /// TorchLean's 18-node graph of §10.8 (examples/graphs/mlp-4-8-1.graph.toml).
 RuntimeResult<Graph> lower(const Module& model, std::span<const std::int64_t> input_shape, std::string name);
