@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Drives `capsule completions SHELL` the way the shell would. bash: the script is sourced and
+# _capsule is called with COMP_WORDS/COMP_CWORD, and the candidates are compared. zsh and fish:
+# the scripts must parse (`zsh -n`, `fish -n`). A shell that is not installed is a SKIP (exit 77)
+# with the reason, never a pass.
+# usage: completions_check.sh bash|zsh|fish CAPSULE SOURCE_DIR WORK_DIR
+set -u
+shell=$1 capsule=$2 source_dir=$3 work=$4
+mkdir -p "$work"
+script=$work/capsule.$shell
+if ! command -v "$shell" >/dev/null 2>&1; then
+  echo "SKIP: $shell is not installed (tools/setup.sh installs it), so its completion script was not checked"
+  exit 77
+fi
+"$capsule" completions "$shell" > "$script" || { echo "FAIL: capsule completions $shell exited $?"; exit 1; }
+case $shell in
+  zsh) zsh -n "$script" || { echo "FAIL: zsh -n rejects the script"; exit 1; }; echo "zsh -n: ok"; exit 0 ;;
+  fish) fish -n "$script" || { echo "FAIL: fish -n rejects the script"; exit 1; }; echo "fish -n: ok"; exit 0 ;;
+esac
+
+failures=0
+# expect "WORDS TO COMPLETE" "EXPECTED CANDIDATES, one a line"; the last word is the one completed.
+expect() {
+  local line=$1 want=$2 got
+  got=$(cd "$source_dir" && bash -c '
+    source "$1"; shift
+    COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+    _capsule
+    printf "%s\n" "${COMPREPLY[@]}" | LC_ALL=C sort' _ "$script" "$capsule" $line)
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: capsule $line<TAB>"; echo "  want: $(echo $want)"; echo "  got:  $(echo $got)"
+    failures=$((failures + 1))
+  else
+    echo "ok: capsule $line<TAB> -> $(echo $got)"
+  fi
+}
+nl=$'\n'
+expect "pl" "plan"
+expect "--col" "--color"
+expect "--color al" "always"
+expect "--color always li" "lint${nl}list"
+expect "plan --pro" "--profile${nl}--profiles"
+expect "plan --profile che" "checked_cpu${nl}checked_cuda"
+expect "plan --format m" "markdown"
+expect "plan --ops matmul,rel" "matmul,relu"
+expect "lint --deny warn" "warnings"
+expect "lint --allow expired-t" "expired-trust"
+expect "run mlp_reg" "mlp_regression"
+expect "list pro" "profiles"
+expect "completions z" "zsh"
+expect "check --assurance allow-" "allow-trusted-runtime"
+# Names follow the data the command line names: a profiles folder with one profile of our own.
+mkdir -p "$work/profiles"
+sed 's/^name = .*/name = "mine_only"/' "$source_dir/profiles/checked_cpu.toml" > "$work/profiles/mine.toml"
+expect "plan --profiles $work/profiles --profile m" "mine_only"
+expect "--color never plan --root $source_dir --ops matmul,rel" "matmul,relu"
+[ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
