@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives `capsule completions SHELL` the way the shell would. bash: the script is sourced and
-# _capsule is called with COMP_WORDS/COMP_CWORD, and the candidates are compared. zsh and fish:
-# the scripts must parse (`zsh -n`, `fish -n`). A shell that is not installed is a SKIP (exit 77)
+# _capsule is called with COMP_WORDS/COMP_CWORD, and the candidates are compared. fish: the
+# script must parse (`fish -n`) and `complete -C` must give the candidates. zsh: the script must
+# parse (`zsh -n`); driving zsh's completion system needs a pseudo-terminal, so it is not driven. A shell that is not installed is a SKIP (exit 77)
 # with the reason, never a pass.
 # usage: completions_check.sh bash|zsh|fish CAPSULE SOURCE_DIR WORK_DIR
 set -u
@@ -15,10 +16,34 @@ fi
 "$capsule" completions "$shell" > "$script" || { echo "FAIL: capsule completions $shell exited $?"; exit 1; }
 case $shell in
   zsh) zsh -n "$script" || { echo "FAIL: zsh -n rejects the script"; exit 1; }; echo "zsh -n: ok"; exit 0 ;;
-  fish) fish -n "$script" || { echo "FAIL: fish -n rejects the script"; exit 1; }; echo "fish -n: ok"; exit 0 ;;
+  fish) fish -n "$script" || { echo "FAIL: fish -n rejects the script"; exit 1; }; echo "fish -n: ok" ;;
 esac
 
 failures=0
+if [ "$shell" = fish ]; then
+  # fish completes a whole command line with `complete -C`; the script calls `capsule` on PATH.
+  expect() {
+    local line=$1 want=$2 got
+    got=$(cd "$source_dir" && PATH="$(dirname "$capsule"):$PATH" fish -c 'source $argv[1]; complete -C $argv[2]' \
+            "$script" "capsule $line" | LC_ALL=C sort)
+    if [ "$got" != "$want" ]; then
+      echo "FAIL: capsule $line<TAB>"; echo "  want: $(echo $want)"; echo "  got:  $(echo $got)"
+      failures=$((failures + 1))
+    else
+      echo "ok: capsule $line<TAB> -> $(echo $got)"
+    fi
+  }
+  nl=$'\n'
+  expect "pl" "plan"
+  expect "plan --pro" "--profile${nl}--profiles"
+  expect "plan --profile che" "checked_cpu${nl}checked_cuda"
+  expect "plan --ops matmul,rel" "matmul,relu"
+  expect "lint --deny warn" "warnings"
+  expect "run mlp_reg" "mlp_regression"
+  [ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
+  exit 0
+fi
+
 # expect "WORDS TO COMPLETE" "EXPECTED CANDIDATES, one a line"; the last word is the one completed.
 expect() {
   local line=$1 want=$2 got
@@ -54,4 +79,17 @@ mkdir -p "$work/profiles"
 sed 's/^name = .*/name = "mine_only"/' "$source_dir/profiles/checked_cpu.toml" > "$work/profiles/mine.toml"
 expect "plan --profiles $work/profiles --profile m" "mine_only"
 expect "--color never plan --root $source_dir --ops matmul,rel" "matmul,relu"
+# The script trusts no name it is given: a program answering --list with shell syntax gets only
+# its plain names completed, and nothing it printed runs.
+mkdir -p "$work/fake"
+cat > "$work/fake/capsule" <<FAKE
+#!/bin/sh
+printf '%s\n' 'safe_one' '\$(touch $work/pwned)' '\`touch $work/pwned\`' 'a b' '*'
+FAKE
+chmod +x "$work/fake/capsule"
+rm -f "$work/pwned"
+capsule_real=$capsule capsule=$work/fake/capsule
+expect "plan --profile s" "safe_one"
+capsule=$capsule_real
+if [ -e "$work/pwned" ]; then echo "FAIL: a name from --list ran as a command"; failures=$((failures + 1)); fi
 [ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
