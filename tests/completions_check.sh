@@ -2,7 +2,7 @@
 # Drives `capsule completions SHELL` the way the shell would. bash: the script is sourced and
 # _capsule is called with COMP_WORDS/COMP_CWORD, and the candidates are compared. fish: the
 # script must parse (`fish -n`) and `complete -C` must give the candidates. zsh: the script must
-# parse (`zsh -n`); driving zsh's completion system needs a pseudo-terminal, so it is not driven. A shell that is not installed is a SKIP (exit 77)
+# parse (`zsh -n`) and _capsule, run with zsh's completion builtins stubbed, must offer them. A shell that is not installed is a SKIP (exit 77)
 # with the reason, never a pass.
 # usage: completions_check.sh bash|zsh|fish CAPSULE SOURCE_DIR WORK_DIR
 set -u
@@ -15,11 +15,44 @@ if ! command -v "$shell" >/dev/null 2>&1; then
 fi
 "$capsule" completions "$shell" > "$script" || { echo "FAIL: capsule completions $shell exited $?"; exit 1; }
 case $shell in
-  zsh) zsh -n "$script" || { echo "FAIL: zsh -n rejects the script"; exit 1; }; echo "zsh -n: ok"; exit 0 ;;
+  zsh) zsh -n "$script" || { echo "FAIL: zsh -n rejects the script"; exit 1; }; echo "zsh -n: ok" ;;
   fish) fish -n "$script" || { echo "FAIL: fish -n rejects the script"; exit 1; }; echo "fish -n: ok" ;;
 esac
 
 failures=0
+if [ "$shell" = zsh ]; then
+  # zsh's completion system needs a terminal; its builtins are stubbed instead (compadd prints
+  # what it is offered, unfiltered), and _capsule runs with `words` and CURRENT set.
+  offered() {
+    (cd "$source_dir" && zsh -f -c '
+      compadd() { if [[ $1 == -a ]]; then print -l -- ${(P)2}; else shift; print -l -- "$@"; fi }
+      compset() { return 0 }
+      _files() { print -- "files:$*" }
+      compdef() { return 0 }
+      source $1; shift
+      words=("$@"); CURRENT=$#
+      _capsule' _ "$script" "$capsule" $1 | LC_ALL=C sort)
+  }
+  expect_offered() {
+    local got before=$failures; got=$(offered "$1")
+    for want in $2; do
+      if ! printf '%s\n' "$got" | grep -qx -- "$want"; then
+        echo "FAIL: capsule $1<TAB> does not offer $want (offers: $(echo $got))"; failures=$((failures + 1))
+      fi
+    done
+    [ "$failures" -eq "$before" ] && echo "ok: capsule $1<TAB> offers $2"
+  }
+  expect_offered "pl" "plan lint completions"
+  expect_offered "plan --pro" "--profile --profiles --ops --graph --format --color"
+  expect_offered "plan --profile che" "checked_cpu checked_cuda strict"
+  expect_offered "plan --format m" "text json markdown dot"
+  expect_offered "lint --deny warn" "warnings expired-trust"
+  expect_offered "run mlp_reg" "mlp_regression"
+  expect_offered "plan --graph x" "files:"
+  expect_offered "lint --root x" "files:-/"
+  [ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
+  exit 0
+fi
 if [ "$shell" = fish ]; then
   # fish completes a whole command line with `complete -C`; the script calls `capsule` on PATH.
   expect() {
