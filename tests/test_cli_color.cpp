@@ -45,7 +45,7 @@ std::string without_our_sequences(std::string text) {
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("--color always colours the severity, the locus and the lint verdict; never and piped output do not") {
+  TEST_CASE("--color always colours the severity, the locus and the lint verdict, and never or piped output does not") {
     const auto dir = broken_catalogs("basic", "broken.toml");
     const CliRun always = lint(dir, {"--color", "always"});
     CHECK(always.status == 1);
@@ -66,7 +66,7 @@ TEST_SUITE("cli") {
     CHECK(lint(dir, {}, piped).out.find(kEsc) == std::string::npos);
   }
 
-  TEST_CASE("--color auto colours a terminal unless NO_COLOR is set; always wins over NO_COLOR") {
+  TEST_CASE("--color auto colours a terminal unless NO_COLOR is set, and always wins over NO_COLOR") {
     const auto dir = broken_catalogs("auto", "broken.toml");
     capsule::cli::Environment terminal;
     terminal.terminal = true;
