@@ -17,6 +17,10 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${PR
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
+# The manual page generated from the command table is installed (GNUInstallDirs' default MANDIR).
+if(NOT EXISTS "${PREFIX}/share/man/man1/capsule.1")
+  message(FATAL_ERROR "capsule(1) was not installed under share/man/man1")
+endif()
 set(ENV{CAPSULE_CATALOGS} "")
 set(ENV{CAPSULE_PROFILES} "")
 execute_process(COMMAND "${PREFIX}/bin/capsule" lint WORKING_DIRECTORY /

@@ -792,3 +792,15 @@ TEST_SUITE("escape") {
     CHECK(has(diff_json.out, R"(catalogs/y\u001b[2J\n::error::src\ufffd.toml")"));
   }
 }
+
+TEST_SUITE("escape") {
+  TEST_CASE("roff_escape keeps a text on one line that never reads as a request") {
+    CHECK(roff_escape("--format FILE") == "\\-\\-format FILE");
+    CHECK(roff_escape("a\\b") == "a\\(rsb");
+    CHECK(roff_escape(".SH NAME") == "\\&.SH NAME");
+    CHECK(roff_escape("'br") == "\\&'br");
+    CHECK(roff_escape("x\n.SH y") == "x\\(rsn.SH y");  // the break made visible, so `.SH` is mid-line
+    CHECK(roff_escape("\x1b[31m") == "\\(rsx1b[31m");
+    CHECK(roff_escape("plain text") == "plain text");
+  }
+}

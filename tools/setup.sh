@@ -7,6 +7,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 packages=(cmake make g++ clang libclang-rt-14-dev ccache
           libtomlplusplus-dev libboost-program-options-dev doctest-dev libbenchmark-dev
           libtorch-dev libopenblas0-pthread)
+# zsh and fish: only to syntax-check the completion scripts `capsule completions` prints (CTest
+# cli.completions_zsh / cli.completions_fish, which SKIP with the reason when they are missing);
+# with --no-install-recommends they are a few MB.
+packages+=(zsh fish)
 # libopenblas0-pthread: Debian's LibTorch calls whichever libblas.so.3 the alternatives select,
 # which is netlib's reference BLAS unless OpenBLAS is installed; the LibTorch provider and the
 # benchmark peer should run the BLAS a user would (docs/benchmarks.md).

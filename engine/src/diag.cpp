@@ -28,31 +28,32 @@ std::ostream& operator<<(std::ostream& out, const SourceLoc& where) {
   return out;
 }
 
-std::string render(const Diagnostic& diagnostic) {
+std::string render(const Diagnostic& diagnostic, const TextStyle& style) {
   std::string out;
   // Every part but the code and severity may quote input: each goes through text_escape, so the
-  // only line breaks are the ones placed here.
+  // only line breaks are the ones placed here, and the only escape sequences are the style's.
   if (!diagnostic.where.file.empty()) {
-    out += text_escape(diagnostic.where.file);
+    std::string locus = text_escape(diagnostic.where.file);
     if (diagnostic.where.line != 0) {
-      out += ':' + std::to_string(diagnostic.where.line) + ':' + std::to_string(diagnostic.where.column);
+      locus += ':' + std::to_string(diagnostic.where.line) + ':' + std::to_string(diagnostic.where.column);
     }
-    out += ": ";
+    out += style.paint(Tone::Locus, locus + ":") + " ";
   }
-  out += to_string(diagnostic.severity);
-  out += '[';
-  out += to_string(diagnostic.code);
-  out += "]: ";
+  const Tone tone = diagnostic.severity == Severity::Error     ? Tone::Error
+                    : diagnostic.severity == Severity::Warning ? Tone::Warning
+                                                               : Tone::Note;
+  out += style.paint(tone, std::string(to_string(diagnostic.severity)) + "[" + std::string(to_string(diagnostic.code)) + "]:");
+  out += ' ';
   out += text_escape(diagnostic.message);
-  for (const std::string& note : diagnostic.notes) out += "\n  note: " + text_escape(note);
-  if (!diagnostic.help.empty()) out += "\n  help: " + text_escape(diagnostic.help);
+  for (const std::string& note : diagnostic.notes) out += "\n  " + style.paint(Tone::Note, "note:") + " " + text_escape(note);
+  if (!diagnostic.help.empty()) out += "\n  " + style.paint(Tone::Help, "help:") + " " + text_escape(diagnostic.help);
   return out;
 }
 
-std::string render(const Diagnostics& diagnostics) {
+std::string render(const Diagnostics& diagnostics, const TextStyle& style) {
   std::string out;
   for (const Diagnostic& diagnostic : diagnostics) {
-    out += render(diagnostic);
+    out += render(diagnostic, style);
     out += '\n';
   }
   return out;

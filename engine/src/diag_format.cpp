@@ -207,10 +207,10 @@ std::string sarif(const Diagnostics& diagnostics, const std::string& tool_versio
 }  // namespace
 
 std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version,
-                               const fs::path& root) {
+                               const fs::path& root, const TextStyle& text_style) {
   switch (format) {
     case DiagFormat::Text:
-      return render(diagnostics);
+      return render(diagnostics, text_style);
     case DiagFormat::Json: {
       JsonWriter json;
       json.begin_document().key("diagnostics").begin_array();

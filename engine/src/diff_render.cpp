@@ -138,12 +138,13 @@ void write_selection_json(JsonWriter& json, const Selection& s) {
 
 }  // namespace
 
-std::string render_text(const TrustDiff& diff) {
+std::string render_text(const TrustDiff& diff, const TextStyle& style) {
   const DiffCounts n = diff_counts(diff);
   const int status = n.failing == 0 ? 0 : 1;
   std::string out = str("trust diff ", text_escape(diff.base_label), " -> ", text_escape(diff.head_label), ": ",
                         diff.empty() ? std::string("no changes in meaning") : summary_words(n), "\n");
-  out += str("result: ", status == 0 ? "passes" : "fails", " (exit ", status, ")", failing_words(diff, n), "\n");
+  out += str("result: ", status == 0 ? style.paint(Tone::Good, "passes") : style.paint(Tone::Bad, "fails"), " (exit ", status,
+             ")", failing_words(diff, n), "\n");
   for (const auto& [side, folders] : {std::pair{"base", &diff.base_folders}, std::pair{"head", &diff.head_folders}}) {
     out += str(side, " read: catalogs ", text_escape(folder_words(folders->catalogs, "catalogs")), "; profiles ",
                text_escape(folder_words(folders->profiles, "profiles")), "\n");

@@ -212,4 +212,16 @@ std::string dot_escape(std::string_view text) {
   return out;
 }
 
+std::string roff_escape(std::string_view text) {
+  const std::string visible = text_escape(text);
+  std::string out;
+  if (!visible.empty() && (visible.front() == '.' || visible.front() == '\'')) out += "\\&";
+  for (const char c : visible) {
+    if (c == '\\') out += "\\(rs";
+    else if (c == '-') out += "\\-";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace capsule

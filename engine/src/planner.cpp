@@ -75,9 +75,9 @@ const Capsule* choose(const KernelPolicy& policy, Op op, std::span<const Capsule
   return first;
 }
 
-std::string PlanError::render() const {
+std::string PlanError::render(const TextStyle& style) const {
   // TorchLean's first line, unchanged for plain input; every part that may quote input is escaped.
-  std::string out = text_escape(message);
+  std::string out = style.paint(Tone::Bad, text_escape(message));
   if (node_id) out += str("\n  at graph node ", *node_id);
   if (candidates.empty()) {
     out += str("\n  no capsule in the profile's modules implements ", to_string(op));

@@ -276,9 +276,10 @@ std::string graph_report(const GraphReportInput& input, ReportFormat format) {
 }
 
 std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources,
-                              const EnvironmentFingerprint& environment) {
+                              const EnvironmentFingerprint& environment, const TextStyle& text_style) {
   if (format != ReportFormat::Json) {
-    return error.render() + "\n" + sources_block(sources) + "\n" + environment_block(environment) + "\n";
+    // Markdown and DOT never carry colour.
+    return error.render(format == ReportFormat::Text ? text_style : TextStyle{}) + "\n" + sources_block(sources) + "\n" + environment_block(environment) + "\n";
   }
   JsonWriter json;
   json.begin_document().key("error").begin_object().field("code", to_string(error.code)).field("message", error.message);

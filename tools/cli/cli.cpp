@@ -2,8 +2,11 @@
 // The `capsule` command line (README.md#command-line): the overview and the dispatch to one file per command.
 #include "cli.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "ledger_options.hpp"
 #include "linked_handlers.hpp"
@@ -13,30 +16,67 @@
 namespace capsule::cli {
 namespace {
 
-constexpr std::string_view kOverview =
+constexpr std::string_view kOverviewHead =
     "capsule: decide, before anything runs, which implementation computes each tensor op and on\n"
     "what evidence.\n\n"
     "usage: capsule <command> [options]\n\n"
-    "commands:\n"
-    "  lint      validate every catalog and profile; report every problem with file:line:col\n"
-    "  list      list capsules, profiles or ops (capsule list capsules --op matmul)\n"
-    "  plan      select one capsule per op or graph node under a profile and report it\n"
-    "  check     run the acceptance gate (admissibility + evidence) under a profile\n"
-    "  explain   show every candidate capsule for an op and why it was or was not chosen\n"
-    "  diff      semantic trust diff between two catalog/profile trees or git revisions\n"
-    "  run       run an example under a profile (capsule run mlp_regression --profile checked_cpu)\n\n"
-    "Run `capsule <command> --help` for a command's options. Catalogs and profiles come from\n"
+    "commands:\n";
+
+constexpr std::string_view kOverviewTail =
+    "\nRun `capsule <command> --help` for a command's options. Catalogs and profiles come from\n"
     "--catalogs/--profiles, else CAPSULE_CATALOGS/CAPSULE_PROFILES, else the catalogs/ and profiles/\n"
     "of --root DIR, else of the working directory or its nearest parent holding either, else the\n"
     "data installed next to the binary. Every command names the folders it loaded on stderr.\n\n"
+    "--color auto|always|never, before or after the command, colours the text output (auto: on a\n"
+    "terminal, unless NO_COLOR is set).\n\n"
     "exit status: 0 success; 1 a plan, check, gate, lint or session rejected something;\n"
     "             2 usage error or files that fail to load\n";
 
-int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, const Environment& env) {
-  Context ctx{out, err, env, env.fingerprint ? *env.fingerprint : linked_fingerprint()};
+/// The overview: its commands section comes from the command table.
+std::string overview() {
+  std::string out(kOverviewHead);
+  for (const CommandSpec& spec : command_table()) {
+    if (spec.hidden) continue;
+    std::string name(spec.name);
+    name.resize(std::max<std::size_t>(name.size() + 1, 12), ' ');
+    out += str("  ", name, spec.summary, "\n");
+  }
+  return out + std::string(kOverviewTail);
+}
+
+/// `--color WHEN` or `--color=WHEN` before the command name; removes it from `args`.
+std::optional<ColorChoice> leading_color(std::vector<std::string>& args) {
+  std::optional<ColorChoice> color;
+  while (!args.empty() && (args[0] == "--color" || args[0].starts_with("--color="))) {
+    std::string value;
+    if (args[0] == "--color") {
+      if (args.size() < 2) throw UsageError{"--color needs a value: auto, always or never"};
+      value = args[1];
+      args.erase(args.begin(), args.begin() + 2);
+    } else {
+      value = args[0].substr(std::string_view("--color=").size());
+      args.erase(args.begin());
+    }
+    const ColorChoice choice = parse_choice<ColorChoice>(value, "--color",
+        {{"auto", ColorChoice::Auto}, {"always", ColorChoice::Always}, {"never", ColorChoice::Never}});
+    if (color && *color != choice) throw UsageError{"--color is given twice with different values"};
+    color = choice;
+  }
+  return color;
+}
+
+int run_command(std::vector<std::string> args, std::ostream& out, std::ostream& err, const Environment& env) {
+  Context ctx{out, err, env, env.fingerprint ? *env.fingerprint : linked_fingerprint(), std::nullopt, TextStyle{},
+              TextStyle{}};
+  try {
+    ctx.color_before_command = leading_color(args);
+  } catch (const UsageError& error) {
+    err << "capsule: " << text_escape(error.message) << "\n";
+    return kUsage;
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (args.size() >= 2) return run_command({args[1], "--help"}, out, err, env);
-    (args.empty() ? err : out) << kOverview;
+    (args.empty() ? err : out) << overview();
     return args.empty() ? kUsage : kOk;
   }
   if (args[0] == "--version" || args[0] == "-V" || args[0] == "version") {
@@ -53,10 +93,16 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (command == "explain") return cmd_explain(rest, ctx);
     if (command == "run") return cmd_run(rest, ctx);
     if (command == "diff") return cmd_diff(rest, ctx);
-    const std::string nearest = nearest_name(command, {"lint", "list", "plan", "check", "explain", "run", "diff"});
+    if (command == "completions") return cmd_completions(rest, ctx);
+    if (command == "man") return cmd_man(rest, ctx);
+    std::vector<std::string_view> names;
+    for (const CommandSpec& spec : command_table()) {
+      if (!spec.hidden) names.push_back(spec.name);
+    }
+    const std::string nearest = nearest_name(command, names);
     err << "capsule: unknown command `" << text_escape(command) << "`"
         << (nearest.empty() ? std::string() : "; did you mean `" + nearest + "`?") << "\n\n"
-        << kOverview;
+        << overview();
     return kUsage;
   } catch (const LedgerLoadFailed&) {
     return kUsage;  // its diagnostics are already printed

@@ -28,6 +28,8 @@ struct Environment {
   /// Standard error is a terminal. With `terminal`, `capsule run` draws its progress bar on
   /// standard error instead of printing step lines in its report.
   bool error_terminal = false;
+  /// NO_COLOR is set and not empty (no-color.org): `--color auto` then writes no colour.
+  bool no_color = false;
   /// The environment fingerprint every report prints; unset = this build's and this process's
   /// (capsule::current_fingerprint()). Tests that compare goldens pass a fixed one.
   std::optional<EnvironmentFingerprint> fingerprint;

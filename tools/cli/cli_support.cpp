@@ -32,14 +32,10 @@ LoadOptions load_options(const Environment& env) {
   return options;
 }
 
-po::options_description data_options() {
-  po::options_description options("data");
-  options.add_options()
-      ("root", po::value<std::string>(), "the project whose catalogs/ and profiles/ to load (default: the working\n"
-                                         "directory or its nearest parent holding either, else the installed data)")
-      ("catalogs", po::value<std::vector<std::string>>()->composing(), "catalog directory (repeatable; overrides --root)")
-      ("profiles", po::value<std::vector<std::string>>()->composing(), "profile directory (repeatable; overrides --root)");
-  return options;
+void color_styles(ColorChoice choice, Context& ctx) {
+  const bool auto_color = choice == ColorChoice::Auto && !ctx.env.no_color;
+  ctx.out_style.color = choice == ColorChoice::Always || (auto_color && ctx.env.terminal);
+  ctx.err_style.color = choice == ColorChoice::Always || (auto_color && ctx.env.error_terminal);
 }
 
 po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
@@ -63,6 +59,20 @@ po::variables_map parse_args(const std::vector<std::string>& args, const po::opt
   po::notify(vm);
   return vm;
 }
+
+po::variables_map parse_command(Command command, const std::vector<std::string>& args, Context& ctx) {
+  po::variables_map vm = parse_args(args, options_for(command), positional_for(command));
+  std::optional<ColorChoice> color = ctx.color_before_command;
+  if (!vm["color"].defaulted()) {
+    const ColorChoice after = choice_value<ColorChoice>(vm["color"].as<std::string>(), command, "color",
+                                                        {ColorChoice::Auto, ColorChoice::Always, ColorChoice::Never});
+    // Given twice, the two must agree: which one wins would be a guess.
+    if (color && *color != after) throw UsageError{"--color is given before and after the command with different values"};
+    color = after;
+  }
+  color_styles(color.value_or(ColorChoice::Auto), ctx);
+  return vm;
+}
 std::vector<Op> parse_ops(const std::string& text) {
   std::vector<Op> ops;
   std::stringstream stream(text);
@@ -84,7 +94,7 @@ std::optional<Workspace> load(const po::variables_map& vm, Context& ctx, Profile
   LoadOptions options = load_options(ctx.env);
   options.check_every_profile = checks == ProfileChecks::Every;
   Workspace workspace = load_workspace(dirs.catalogs, dirs.profiles, options);
-  ctx.err << render(workspace.diagnostics);
+  ctx.err << render(workspace.diagnostics, ctx.err_style);
   if (has_errors(workspace.diagnostics)) {
     ctx.err << "capsule: catalogs or profiles failed to load; run `capsule lint` for the full list\n";
     return std::nullopt;
@@ -105,7 +115,8 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
     const std::size_t before = workspace.diagnostics.size();
     ProfilePtr profile = add_profile_file(workspace, name_or_file, load_options(ctx.env));
     ctx.err << render(Diagnostics(workspace.diagnostics.begin() + static_cast<std::ptrdiff_t>(before),
-                                  workspace.diagnostics.end()));
+                                  workspace.diagnostics.end()),
+                      ctx.err_style);
     if (!profile) {
       throw UsageError{from_stdin ? std::string("the profile read from standard input failed to load")
                                   : str("profile file `", name_or_file, "` failed to load")};
@@ -115,7 +126,7 @@ ProfilePtr find_profile(Workspace& workspace, const std::string& name_or_file, C
   if (ProfilePtr profile = workspace.find_profile(name_or_file)) {
     // Loaded with ProfileChecks::Named: this is the one profile the command works under.
     const Diagnostics problems = check_profile(workspace, *profile);
-    ctx.err << render(problems);
+    ctx.err << render(problems, ctx.err_style);
     if (has_errors(problems)) {
       throw UsageError{str("profile `", profile->name, "` failed its checks; run `capsule lint` for the full list")};
     }

@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 
 #include <filesystem>
+#include <initializer_list>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -13,11 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "capsule/assert.hpp"
 #include "capsule/load.hpp"
 #include "capsule/resolve.hpp"
 #include "capsule/text.hpp"
 #include "capsule/vocab.hpp"
+#include "capsule/text_style.hpp"
 #include "cli.hpp"
+#include "command_table.hpp"
 
 namespace capsule::cli {
 
@@ -34,13 +38,25 @@ struct Context {
   const Environment& env;
   /// What every report prints next to its sources: env.fingerprint, else current_fingerprint().
   EnvironmentFingerprint fingerprint;
+  /// `--color` given before the command name (`capsule --color never lint`), if it was.
+  std::optional<ColorChoice> color_before_command = std::nullopt;
+  /// How text written to `out` and to `err` is coloured: set by parse_command from --color, each
+  /// stream's terminal and NO_COLOR (color_styles).
+  TextStyle out_style = {};
+  TextStyle err_style = {};
 };
+
+/// The styles of standard output and standard error under `choice`: `always` colours both (an
+/// explicit flag wins over NO_COLOR), `never` neither, `auto` each stream that is a terminal
+/// when NO_COLOR is unset or empty.
+void color_styles(ColorChoice choice, Context& ctx);
 
 std::vector<fs::path> split_paths(const std::string& text);
 LoadOptions load_options(const Environment& env);
-po::options_description data_options();
 po::variables_map parse_args(const std::vector<std::string>& args, const po::options_description& options,
                              const po::positional_options_description& positional = {});
+/// parse_args with `command`'s row of the command table, then its --color applied to ctx.
+po::variables_map parse_command(Command command, const std::vector<std::string>& args, Context& ctx);
 std::vector<Op> parse_ops(const std::string& text);
 /// Which profiles `load` checks against the modules: every one (lint, list), or only the one a
 /// command then names (`find_profile` checks it), so that planning under one profile costs
@@ -71,6 +87,19 @@ E parse_choice(const std::string& text, std::string_view flag, const std::vector
   throw UsageError{str("invalid value `", text, "` for ", flag, " (expected one of: ",
                        join(std::vector<std::string>(names.begin(), names.end()), ", "), ")",
                        nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
+}
+
+/// The value of a Choice flag of `command`: the table names the choices, `meanings` gives what
+/// each means, in the table's order (so the names live in one place, the command table).
+template <class E>
+E choice_value(const std::string& text, Command command, std::string_view flag, std::initializer_list<E> meanings,
+               std::string_view shown_as = {}) {
+  const FlagSpec& spec = flag_spec(command, flag);
+  CAPSULE_ASSERT(spec.choices.size() == meanings.size(), "a command maps every choice of its flag, in table order");
+  std::vector<std::pair<std::string_view, E>> choices;
+  auto meaning = meanings.begin();
+  for (const std::string& name : spec.choices) choices.emplace_back(name, *meaning++);
+  return parse_choice<E>(text, shown_as.empty() ? str("--", flag) : std::string(shown_as), choices);
 }
 
 /// A vocabulary value given on the command line, or a usage error naming the flag, the valid

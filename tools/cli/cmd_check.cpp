@@ -50,7 +50,7 @@ bool report_ledger(const EvidenceLedger& ledger, std::span<const PlannedKernel> 
     ctx.out << text_escape(str("  ", v.capsule->name, " ", to_string(v.obligation), ": ", v.verdict.reason)) << "\n";
   }
   for (const LedgerRejection* r : rejections) {
-    ctx.out << str(label, ": ledger rejected ", text_escape(r->capsule->name), " ", to_string(r->obligation), "\n  ",
+    ctx.out << str(label, ": ledger ", ctx.out_style.paint(Tone::Bad, "rejected"), " ", text_escape(r->capsule->name), " ", to_string(r->obligation), "\n  ",
                    text_escape(r->verdict.reason), "\n");
   }
   ctx.out << str("ledger: ", passed, " obligation", passed == 1 ? "" : "s", " passed on this build, ",
@@ -75,13 +75,8 @@ std::string gate_failure_lines(const std::string& label, std::span<const GateFai
 }  // namespace
 
 int cmd_check(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options = plan_options(
-      "capsule check --profile NAME [--ops a,b,c | --graph FILE] "
-      "[--assurance checked|external|strict|checked-runtime|allow-trusted-runtime] [--ledger FILE]...");
-  options.add_options()("assurance", po::value<std::string>(), "gate under this assurance instead of the profile's");
-  add_ledger_option(options);
   if (wants_help(args)) {
-    ctx.out << options
+    ctx.out << options_for(Command::Check)
             << "\nPlans under the profile, then runs the acceptance gate: admissibility and the evidence\n"
                "of every obligation under the assurance policy. Without --ops or --graph it gates every op\n"
                "the profile's modules declare a capsule for on its device. With --ledger, every test-suite\n"
@@ -90,7 +85,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
                "here\". Exit 1 when anything is rejected, 2 when a file fails to load.\n";
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options);
+  const po::variables_map vm = parse_command(Command::Check, args, ctx);
   if (vm.count("ops") && vm.count("graph")) throw UsageError{"give at most one of --ops a,b,c or --graph FILE"};
   const bool whole_profile = !vm.count("ops") && !vm.count("graph");
   auto inputs = plan_inputs(vm, ctx, PlanTarget::OpsGraphOrProfile);
@@ -99,8 +94,11 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
   KernelPolicy gate_policy = inputs->profile->policy;
   if (vm.count("assurance")) {
+    // The command table lists kAssurancePresets as the flag's choices.
     std::vector<std::pair<std::string_view, AssurancePolicy>> presets;
-    for (const std::string_view name : kAssurancePresets) presets.emplace_back(name, *assurance_preset(name));
+    for (const std::string& name : flag_spec(Command::Check, "assurance").choices) {
+      presets.emplace_back(name, *assurance_preset(name));
+    }
     gate_policy.assurance = parse_choice<AssurancePolicy>(vm["assurance"].as<std::string>(), "--assurance", presets);
   }
   const std::string label = text_escape(gate_policy.assurance.label());
@@ -123,14 +121,14 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   if (inputs->graph) {
     auto plan = resolved.planner.plan_graph(*inputs->graph);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint, ctx.err_style);
       return kRejected;
     }
     graph_plan = std::move(*plan);
   } else {
     auto plan = resolved.planner.plan_ops(inputs->ops);
     if (!plan) {
-      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint);
+      ctx.err << plan_error_report(plan.error(), ReportFormat::Text, sources, ctx.fingerprint, ctx.err_style);
       return kRejected;
     }
     kernels = std::move(plan->kernels);
@@ -144,10 +142,11 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     bool rejected = !accepted;
     if (accepted) {
       const auto names = distinct_capsule_names(group_kernels(groups));
-      ctx.out << str("accepted under ", label, "\n", groups.size(), " rows, distinct capsules:\n");
+      ctx.out << str(ctx.out_style.paint(Tone::Good, "accepted"), " under ", label, "\n", groups.size(),
+                     " rows, distinct capsules:\n");
       for (const std::string& name : names) ctx.out << "  " << text_escape(name) << "\n";
     } else {
-      ctx.out << str("rejected under ", label, ":\n");
+      ctx.out << str(ctx.out_style.paint(Tone::Bad, "rejected"), " under ", label, ":\n");
       for (const AcceptanceFailure& f : accepted.error().failures) ctx.out << "  " << text_escape(f.message()) << "\n";
       const std::vector<GateFailure> failures = gate_failures(gate_policy.assurance, group_kernels(groups));
       if (!failures.empty()) ctx.out << gate_failure_lines(label, failures);
@@ -164,7 +163,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
   const std::vector<GateFailure> failures = gate_failures(gate_policy.assurance, kernels);
   for (const GateFailure& failure : failures) {
     for (const ObligationReport& report : failure.reports) {
-      ctx.out << str(label, ": rejected ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
+      ctx.out << str(label, ": ", ctx.out_style.paint(Tone::Bad, "rejected"), " ", text_escape(report.capsule->name), " ", to_string(report.obligation), "\n  ",
                      text_escape(evidence_label(report.descriptor().evidence)), "\n");
       rejected = true;
     }
@@ -176,15 +175,15 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx) {
     rejected = true;
     for (const AcceptanceFailure& f : verdict.error()) {
       if (f.kind != AcceptanceFailure::Kind::EvidenceRejected) {
-        ctx.out << str(label, ": gate rejected ", text_escape(k.capsule->name), ": ", text_escape(f.message()), "\n");
+        ctx.out << str(label, ": gate ", ctx.out_style.paint(Tone::Bad, "rejected"), " ", text_escape(k.capsule->name), ": ", text_escape(f.message()), "\n");
       }
     }
   }
   // The verdict comes last, after the ledger, so "accepted" is never followed by a rejection.
   const bool gate_rejected = rejected;
   if (ledger && report_ledger(*ledger, kernels, label, ctx)) rejected = true;
-  if (!rejected) ctx.out << label << ": accepted\n";
-  else if (!gate_rejected) ctx.out << label << ": rejected by the evidence ledger\n";
+  if (!rejected) ctx.out << label << ": " << ctx.out_style.paint(Tone::Good, "accepted") << "\n";
+  else if (!gate_rejected) ctx.out << label << ": " << ctx.out_style.paint(Tone::Bad, "rejected") << " by the evidence ledger\n";
   ctx.out << sources_block(sources) << "\n" << environment_block(ctx.fingerprint) << "\n";
   return rejected ? kRejected : kOk;
 }

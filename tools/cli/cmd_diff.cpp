@@ -21,19 +21,8 @@ struct ScratchDir {
 }  // namespace
 
 int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options(
-      "capsule diff BASE HEAD [--git] [--repo DIR] [--format text|markdown|json] [--accept FILE]");
-  options.add_options()("base", po::value<std::string>(), "the tree before: a directory holding catalogs/ and profiles/")
-      ("head", po::value<std::string>(), "the tree after")
-      ("git", po::bool_switch(), "BASE and HEAD are git revisions of the repository (read blob by blob with git, no shell, no checkout)")
-      ("repo", po::value<std::string>()->default_value("."), "with --git: the directory in the repository that holds catalogs/ and profiles/")
-      ("format", po::value<std::string>()->default_value("text"), "text | markdown | json")
-      ("accept", po::value<std::string>(), "a reviewed waivers file (TOML; - reads standard input) whose changes do not fail the run")
-      ("help,h", "show this help");
-  po::positional_options_description positional;
-  positional.add("base", 1).add("head", 1);
   if (wants_help(args)) {
-    ctx.out << options
+    ctx.out << options_for(Command::Diff)
             << "\nReports changes in meaning, not text: capsules added, removed or renamed; trust, evidence,\n"
                "VJP mode, layout, reduction, provider, device and expiry changes, each strengthened, weakened\n"
                "or neutral; profile assurance, preference, module order and availability. Then the impact:\n"
@@ -43,18 +32,18 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
                "See docs/trust-diff.md.\n";
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options, positional);
+  const po::variables_map vm = parse_command(Command::Diff, args, ctx);
   if (!vm.count("base") || !vm.count("head")) throw UsageError{"diff needs BASE and HEAD"};
   enum class Format { Text, Markdown, Json };
-  const Format format = parse_choice<Format>(vm["format"].as<std::string>(), "--format",
-                                             {{"text", Format::Text}, {"markdown", Format::Markdown}, {"json", Format::Json}});
+  const Format format = choice_value<Format>(vm["format"].as<std::string>(), Command::Diff, "format",
+                                             {Format::Text, Format::Markdown, Format::Json});
   const LoadOptions load = load_options(ctx.env);
 
   std::optional<std::vector<Waiver>> waivers;
   if (vm.count("accept")) {
     auto loaded = load_waivers(vm["accept"].as<std::string>());
     if (!loaded) {
-      ctx.err << render(loaded.error());
+      ctx.err << render(loaded.error(), ctx.err_style);
       ctx.err << "capsule diff: the waivers file failed to load\n";
       return kUsage;
     }
@@ -86,8 +75,8 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
     head.emplace(load_tree(head_arg, head_arg, load));
   }
   if (!*base || !*head) {
-    if (!*base) ctx.err << render(base->error());
-    if (!*head) ctx.err << render(head->error());
+    if (!*base) ctx.err << render(base->error(), ctx.err_style);
+    if (!*head) ctx.err << render(head->error(), ctx.err_style);
     ctx.err << "capsule diff: a tree failed to load; nothing was compared\n";
     return kUsage;
   }
@@ -97,7 +86,7 @@ int cmd_diff(const std::vector<std::string>& args, Context& ctx) {
   if (waivers) apply_waivers(diff, *waivers);
   diff.environment = ctx.fingerprint;
   switch (format) {
-    case Format::Text: ctx.out << render_text(diff); break;
+    case Format::Text: ctx.out << render_text(diff, ctx.out_style); break;
     case Format::Markdown: ctx.out << render_markdown(diff); break;
     case Format::Json: ctx.out << render_json(diff); break;
   }

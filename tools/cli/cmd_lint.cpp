@@ -183,6 +183,15 @@ RuleOverrides configured_rule_overrides(const po::variables_map& vm, const LintS
   return merge_rule_overrides(std::move(*from_file), from_command_line);
 }
 
+/// `N errors, M warnings` of the summary line, its verdict: errors red (green when none),
+/// warnings yellow when there are some.
+std::string lint_tally(std::size_t errors, std::size_t warnings, const TextStyle& style) {
+  const std::string error_words = str(errors, " errors");
+  const std::string warning_words = str(warnings, " warnings");
+  return str(style.paint(errors == 0 ? Tone::Good : Tone::Bad, error_words), ", ",
+             warnings == 0 ? warning_words : style.paint(Tone::Warning, warning_words));
+}
+
 std::string rules_help() {
   std::string out = "rules (id, default severity, what it checks):\n";
   for (const LintRule& rule : kLintRules) {
@@ -198,25 +207,8 @@ std::string rules_help() {
 }  // namespace
 
 int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options(
-      "capsule lint [FILE]... [--root DIR] [--catalogs DIR]... [--profiles DIR]... [--format text|json|sarif|github]\n"
-      "             [--deny RULE|warnings]... [--allow RULE]... [--test-suites FILE] [--source-root DIR]\n"
-      "             [--ledger FILE]... [--config FILE | --no-config]");
-  options.add(data_options());
-  options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | sarif | github")
-      ("deny", po::value<std::vector<std::string>>()->composing(), "make RULE an error (`warnings`: every warning)")
-      ("allow", po::value<std::vector<std::string>>()->composing(), "do not report RULE")
-      ("test-suites", po::value<std::string>(), "this build's evidence manifest: its test suites and what each covers (default: the one the build wrote)")
-      ("source-root", po::value<std::string>(), "directory provenance paths are relative to (default: above each catalog directory)")
-      ("config", po::value<std::string>(), "the lint configuration file (default: the nearest capsule-lint.toml above the catalogs, within the git work tree)")
-      ("no-config", "ignore every lint configuration file")
-      ("file", po::value<std::vector<std::string>>()->composing(), "report only the findings in these files (positional)")
-      ("help,h", "show this help");
-  add_ledger_option(options);
-  po::positional_options_description positional;
-  positional.add("file", -1);
   if (wants_help(args)) {
-    ctx.out << options
+    ctx.out << options_for(Command::Lint)
             << "\nLoads every catalog and profile, checks that evidence points at something real in this build\n"
                "(test suites, fuzz oracles and shared definitions that cover the capsule's op, provider, device and\n"
                "obligation, runtime guards of the compiled handlers, checkers this program registers for the\n"
@@ -231,9 +223,9 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
             << rules_help();
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options, positional);
-  const DiagFormat format = parse_choice<DiagFormat>(vm["format"].as<std::string>(), "--format",
-      {{"text", DiagFormat::Text}, {"json", DiagFormat::Json}, {"sarif", DiagFormat::Sarif}, {"github", DiagFormat::Github}});
+  const po::variables_map vm = parse_command(Command::Lint, args, ctx);
+  const DiagFormat format = choice_value<DiagFormat>(vm["format"].as<std::string>(), Command::Lint, "format",
+      {DiagFormat::Text, DiagFormat::Json, DiagFormat::Sarif, DiagFormat::Github});
   const DataDirs dirs = data_dirs(vm, ctx.env);
   ctx.err << data_dirs_line(dirs);
   const std::vector<fs::path> named =
@@ -272,16 +264,17 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
 
   // SARIF and GitHub name files relative to the repository (see annotation_root).
   const fs::path root = annotation_root(scope);
-  ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root);
+  ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root, ctx.out_style);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();
   const std::array<std::size_t, 3> counts = severity_counts(findings);
   const std::size_t errors = counts[static_cast<std::size_t>(Severity::Error)];
+  const std::size_t warnings = counts[static_cast<std::size_t>(Severity::Warning)];
   if (format == DiagFormat::Text) {
     ctx.out << str("lint: ", named.empty() ? std::string() : str(named.size(), named.size() == 1 ? " named file of " : " named files of "),
                    workspace.modules.size(), " modules, ", capsules, " capsules, ", workspace.profiles.size(),
-                   " profiles: ", errors, " errors, ", counts[static_cast<std::size_t>(Severity::Warning)], " warnings, ",
-                   counts[static_cast<std::size_t>(Severity::Note)], " notes\n");
+                   " profiles: ", lint_tally(errors, warnings, ctx.out_style), ", ", counts[static_cast<std::size_t>(Severity::Note)],
+                   " notes\n");
   }
   const bool unreadable = std::any_of(findings.begin(), findings.end(),
                                       [](const Diagnostic& d) {

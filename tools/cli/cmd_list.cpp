@@ -10,24 +10,16 @@
 namespace capsule::cli {
 
 int cmd_list(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options("capsule list capsules|profiles|ops [--op OP] [--device D] [--format text|json]");
-  options.add(data_options());
-  options.add_options()("what", po::value<std::string>(), "capsules | profiles | ops")
-      ("op", po::value<std::string>(), "only capsules of this op")
-      ("device", po::value<std::string>(), "only capsules or profiles for this device")
-      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
-  po::positional_options_description positional;
-  positional.add("what", 1);
   if (wants_help(args)) {
-    ctx.out << options;
+    ctx.out << options_for(Command::List);
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options, positional);
+  const po::variables_map vm = parse_command(Command::List, args, ctx);
   if (!vm.count("what")) throw UsageError{"list needs what to list: capsules, profiles or ops"};
   enum class What { Capsules, Profiles, Ops };
-  const What what = parse_choice<What>(vm["what"].as<std::string>(), "list",
-                                       {{"capsules", What::Capsules}, {"profiles", What::Profiles}, {"ops", What::Ops}});
-  const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  const What what = choice_value<What>(vm["what"].as<std::string>(), Command::List, "what",
+                                       {What::Capsules, What::Profiles, What::Ops}, "list");
+  const bool json = choice_value<bool>(vm["format"].as<std::string>(), Command::List, "format", {false, true});
   std::optional<Op> op_filter;
   if (vm.count("op")) {
     op_filter = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");

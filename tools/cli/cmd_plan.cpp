@@ -10,17 +10,14 @@
 namespace capsule::cli {
 
 int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options =
-      plan_options("capsule plan --profile NAME|FILE (--ops a,b,c | --graph FILE) [--format text|json|markdown|dot]");
-  options.add_options()("format", po::value<std::string>()->default_value("text"), "text | json | markdown | dot");
   if (wants_help(args)) {
-    ctx.out << options << "\nSelects one capsule per op (or graph node) and reports it. Exit 1 when some op has\n"
+    ctx.out << options_for(Command::Plan) << "\nSelects one capsule per op (or graph node) and reports it. Exit 1 when some op has\n"
                           "no admissible capsule; the error lists every candidate and why it was rejected.\n";
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options);
-  const ReportFormat format = parse_choice<ReportFormat>(vm["format"].as<std::string>(), "--format",
-      {{"text", ReportFormat::Text}, {"json", ReportFormat::Json}, {"markdown", ReportFormat::Markdown}, {"dot", ReportFormat::Dot}});
+  const po::variables_map vm = parse_command(Command::Plan, args, ctx);
+  const ReportFormat format = choice_value<ReportFormat>(vm["format"].as<std::string>(), Command::Plan, "format",
+      {ReportFormat::Text, ReportFormat::Json, ReportFormat::Markdown, ReportFormat::Dot});
   auto inputs = plan_inputs(vm, ctx, PlanTarget::OpsOrGraph);
   if (!inputs) return kUsage;
   const ResolvedProfile resolved = resolve(inputs->workspace, inputs->profile);
@@ -29,7 +26,7 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
     if (!plan) {
       std::vector<SourceFile> sources = resolved.sources;
       sources.push_back(inputs->graph->source);
-      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, sources, ctx.fingerprint);
+      (format == ReportFormat::Json ? ctx.out : ctx.err) << plan_error_report(plan.error(), format, sources, ctx.fingerprint, ctx.err_style);
       return kRejected;
     }
     const std::vector<KernelGroup> groups = group(*plan, inputs->profile->lowering);
@@ -39,7 +36,7 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
   auto plan = resolved.planner.plan_ops(inputs->ops);
   if (!plan) {
     (format == ReportFormat::Json ? ctx.out : ctx.err)
-        << plan_error_report(plan.error(), format, resolved.sources, ctx.fingerprint);
+        << plan_error_report(plan.error(), format, resolved.sources, ctx.fingerprint, ctx.err_style);
     return kRejected;
   }
   ctx.out << plan_report(resolved, *plan, format, ctx.fingerprint);
@@ -47,19 +44,14 @@ int cmd_plan(const std::vector<std::string>& args, Context& ctx) {
 }
 
 int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options("capsule explain --profile NAME --op OP [--format text|json]");
-  options.add(data_options());
-  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
-      ("op", po::value<std::string>(), "the op to explain")
-      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
   if (wants_help(args)) {
-    ctx.out << options << "\nLists every capsule for the op in catalog order with the planner's verdict.\n";
+    ctx.out << options_for(Command::Explain) << "\nLists every capsule for the op in catalog order with the planner's verdict.\n";
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options);
+  const po::variables_map vm = parse_command(Command::Explain, args, ctx);
   if (!vm.count("profile") || !vm.count("op")) throw UsageError{"explain needs --profile NAME and --op OP"};
   const Op op = parse_flag_value<Op>(vm["op"].as<std::string>(), "--op");
-  const bool json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  const bool json = choice_value<bool>(vm["format"].as<std::string>(), Command::Explain, "format", {false, true});
   auto workspace = load(vm, ctx, ProfileChecks::Named);
   if (!workspace) return kUsage;
   const ProfilePtr profile = find_bound_profile(*workspace, vm["profile"].as<std::string>(), ctx);
@@ -90,7 +82,9 @@ int cmd_explain(const std::vector<std::string>& args, Context& ctx) {
     ctx.out << str("op ", to_string(op), ": ", verdicts.size(), " candidate", verdicts.size() == 1 ? "" : "s",
                    " in catalog order\n");
     for (const CandidateVerdict& v : verdicts) {
-      const std::string status = v.chosen ? "chosen" : v.admissible ? "passed over" : "rejected";
+      const std::string status = v.chosen       ? ctx.out_style.paint(Tone::Good, "chosen")
+                                 : v.admissible ? std::string("passed over")
+                                                : ctx.out_style.paint(Tone::Bad, "rejected");
       ctx.out << str("  ", text_escape(v.capsule->name), " (", to_string(v.capsule->provider), "/",
                      to_string(v.capsule->device), ", ", to_string(v.capsule->trust), ", vjp ", to_string(v.capsule->vjp), "): ", status, "\n");
       for (const std::string& reason : v.reasons) ctx.out << "    - " << text_escape(reason) << "\n";

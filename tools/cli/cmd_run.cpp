@@ -41,22 +41,10 @@ void refuse_to_overwrite_inputs(const fs::path& target, const Workspace& workspa
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args, Context& ctx) {
-  po::options_description options(
-      "capsule run EXAMPLE --profile NAME|FILE [--dump-graph FILE] [--repro-dir DIR] [--show-backend] [--format text|json]");
-  options.add(data_options());
-  options.add_options()("example", po::value<std::string>(), "the example to run (see below)")
-      ("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
-      ("dump-graph", po::value<std::string>(), "write the model's lowered IR graph (*.graph.toml) to FILE")
-      ("repro-dir", po::value<std::string>(),
-       "where a failed recheck writes its reproduction bundle (default: the system temp directory)")
-      ("show-backend", po::bool_switch(), "print the capsule bound to each op as the session selects it")
-      ("format", po::value<std::string>()->default_value("text"), "text | json")("help,h", "show this help");
-  po::positional_options_description positional;
-  positional.add("example", 1);
   std::vector<std::string_view> names;
   for (const examples::ExampleInfo& e : examples::all_examples()) names.push_back(e.name);
   if (wants_help(args)) {
-    ctx.out << options << "\nOpens an eager session on the profile, runs the example through it (every op on the\n"
+    ctx.out << options_for(Command::Run) << "\nOpens an eager session on the profile, runs the example through it (every op on the\n"
                           "capsule the profile selects, nothing falling back), then lists the capsules used.\n"
                           "Exit 1 when the session, gate or a handler binding rejects.\n\nexamples:\n";
     for (const examples::ExampleInfo& e : examples::all_examples()) {
@@ -64,7 +52,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
     }
     return kOk;
   }
-  const po::variables_map vm = parse_args(args, options, positional);
+  const po::variables_map vm = parse_command(Command::Run, args, ctx);
   std::vector<std::string> listed(names.begin(), names.end());
   if (!vm.count("example")) throw UsageError{str("run needs an example: ", join(listed, ", "))};
   const std::string name = vm["example"].as<std::string>();
@@ -76,7 +64,7 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   }
   if (!vm.count("profile")) throw UsageError{"--profile NAME|FILE is required (for example --profile checked_cpu)"};
   examples::ExampleOptions run_options;
-  run_options.json = parse_choice<bool>(vm["format"].as<std::string>(), "--format", {{"text", false}, {"json", true}});
+  run_options.json = choice_value<bool>(vm["format"].as<std::string>(), Command::Run, "format", {false, true});
   run_options.show_backend = vm["show-backend"].as<bool>();
   // The bar is drawn on standard error, never in the report; only when someone watches both.
   if (ctx.env.terminal && ctx.env.error_terminal && !run_options.json) run_options.progress_bar = &ctx.err;

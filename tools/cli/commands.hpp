@@ -16,5 +16,7 @@ int cmd_check(const std::vector<std::string>& args, Context& ctx);
 int cmd_explain(const std::vector<std::string>& args, Context& ctx);
 int cmd_run(const std::vector<std::string>& args, Context& ctx);
 int cmd_diff(const std::vector<std::string>& args, Context& ctx);
+int cmd_completions(const std::vector<std::string>& args, Context& ctx);
+int cmd_man(const std::vector<std::string>& args, Context& ctx);
 
 }  // namespace capsule::cli

@@ -5,11 +5,6 @@
 
 namespace capsule::cli {
 
-void add_ledger_option(po::options_description& options) {
-  options.add_options()("ledger", po::value<std::vector<std::string>>(),
-                        "an evidence ledger the tests wrote (build/ledger.json); repeatable, merged in order");
-}
-
 std::vector<fs::path> ledger_files(const po::variables_map& vm) {
   std::vector<fs::path> files;
   if (!vm.count("ledger")) return files;
@@ -21,7 +16,7 @@ std::optional<EvidenceLedger> load_ledgers(const po::variables_map& vm, Context&
   if (!vm.count("ledger")) return std::nullopt;
   auto ledger = read_evidence_ledgers(ledger_files(vm));
   if (!ledger) {
-    ctx.err << render(ledger.error());
+    ctx.err << render(ledger.error(), ctx.err_style);
     throw LedgerLoadFailed{};
   }
   return std::move(*ledger);

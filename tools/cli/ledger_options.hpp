@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `--ledger FILE` (repeatable): the evidence ledgers `capsule check` and `capsule lint` judge
-// evidence against (capsule/evidence_ledger.hpp), merged in the order given.
+// evidence against (capsule/evidence_ledger.hpp), merged in the order given. The flag itself is a
+// row of the command table.
 #pragma once
 
 #include <optional>
@@ -9,9 +10,6 @@
 #include "cli_support.hpp"
 
 namespace capsule::cli {
-
-/// Adds `--ledger FILE` to `options`.
-void add_ledger_option(po::options_description& options);
 
 /// The files named by `--ledger`, in order (empty when none).
 std::vector<fs::path> ledger_files(const po::variables_map& vm);

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   if (const char* today = std::getenv("CAPSULE_TODAY")) env.today = today;
   env.terminal = isatty(STDOUT_FILENO) != 0;
   env.error_terminal = isatty(STDERR_FILENO) != 0;
+  // no-color.org: NO_COLOR present and not empty disables colour that --color auto would write.
+  if (const char* no_color = std::getenv("NO_COLOR")) env.no_color = no_color[0] != '\0';
   int status = capsule::cli::run(args, std::cout, std::cerr, env);
   // A report that never reached its reader is a failure, not a success: a closed standard output,
   // a full disk, or a reader that went away while SIGPIPE is ignored (docs/security.md).

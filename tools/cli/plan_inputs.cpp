@@ -3,15 +3,6 @@
 
 namespace capsule::cli {
 
-po::options_description plan_options(const std::string& caption) {
-  po::options_description options(caption);
-  options.add(data_options());
-  options.add_options()("profile", po::value<std::string>(), "profile name, or a profile file path (- reads standard input)")
-      ("ops", po::value<std::string>(), "comma-separated ops, e.g. matmul,relu")
-      ("graph", po::value<std::string>(), "an IR graph file (*.graph.toml; - reads standard input)")("help,h", "show this help");
-  return options;
-}
-
 std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx, PlanTarget target) {
   if (!vm.count("profile")) throw UsageError{"--profile NAME|FILE is required"};
   const bool has_ops = vm.count("ops") != 0;
@@ -32,7 +23,7 @@ std::optional<PlanInputs> plan_inputs(const po::variables_map& vm, Context& ctx,
   if (has_graph) {
     Diagnostics diagnostics;
     inputs.graph = load_graph(vm["graph"].as<std::string>(), diagnostics);
-    ctx.err << render(diagnostics);
+    ctx.err << render(diagnostics, ctx.err_style);
     if (!inputs.graph) return std::nullopt;
   }
   return inputs;

@@ -18,9 +18,6 @@ struct PlanInputs {
   std::optional<Graph> graph;
 };
 
-/// --profile, --ops, --graph, --help and the data options.
-po::options_description plan_options(const std::string& caption);
-
 /// What a command plans: ops or a graph (plan), or also the profile's whole selection (check).
 enum class PlanTarget { OpsOrGraph, OpsGraphOrProfile };
 

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "capsule/text_style.hpp"
+
 namespace capsule {
 
 /// Stable diagnostic codes. The kebab-case spellings in `kDiagCodeNames` are a contract: tests,
@@ -139,9 +141,10 @@ struct Diagnostic {
 using Diagnostics = std::vector<Diagnostic>;
 
 /// GCC-shaped rendering so editors can jump: `file:line:col: error[code]: message`, then
-/// indented `note:` and `help:` lines.
-std::string render(const Diagnostic& diagnostic);
-std::string render(const Diagnostics& diagnostics);
+/// indented `note:` and `help:` lines. With `style.color`, the locus is bold, the severity and
+/// rule coloured by severity, and `note`/`help` coloured (capsule/text_style.hpp).
+std::string render(const Diagnostic& diagnostic, const TextStyle& style = {});
+std::string render(const Diagnostics& diagnostics, const TextStyle& style = {});
 
 bool has_errors(const Diagnostics& diagnostics);
 

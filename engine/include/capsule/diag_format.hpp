@@ -26,7 +26,8 @@ enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 /// Text goes through text_escape, JSON and SARIF through json_escape (always valid UTF-8).
 /// `root` is the project root: SARIF names files under it relative to the base id `PROJECTROOT`
 /// and GitHub names them relative to it (as annotations need); other files keep absolute paths.
+/// `text_style` colours the text format only; the machine formats never carry colour.
 std::string format_diagnostics(const Diagnostics& diagnostics, DiagFormat format, const std::string& tool_version,
-                               const std::filesystem::path& root = {});
+                               const std::filesystem::path& root = {}, const TextStyle& text_style = {});
 
 }  // namespace capsule

@@ -20,6 +20,7 @@
 #include "capsule/fingerprint.hpp"
 #include "capsule/load.hpp"
 #include "capsule/result.hpp"
+#include "capsule/text_style.hpp"
 #include "capsule/vocab.hpp"
 
 namespace capsule {
@@ -269,8 +270,9 @@ DiffCounts diff_counts(const TrustDiff& diff);
 /// the CLI's 2.)
 int exit_status(const TrustDiff& diff);
 
-/// Plain text for terminals and CI logs; each finding starts with its id.
-std::string render_text(const TrustDiff& diff);
+/// Plain text for terminals and CI logs; each finding starts with its id. With `style.color`
+/// the result line's `passes` is green and `fails` red.
+std::string render_text(const TrustDiff& diff, const TextStyle& style = {});
 /// Markdown for a pull-request comment: summary line, tables of weakened and strengthened
 /// changes and of the impact, neutral changes in a collapsible block, and a waiver template.
 std::string render_markdown(const TrustDiff& diff);

@@ -73,6 +73,11 @@ std::string github_escape(std::string_view text, GithubField field);
 /// backslash-escaped (so a visible `\n` stays two characters instead of breaking the label).
 std::string dot_escape(std::string_view text);
 
+/// `text` for one line of a roff (man page) source: `text_escape` (so it is one line with no
+/// control character), then `\` written `\(rs` and `-` written `\-` (a minus, so flags copy
+/// and search as typed), and `\&` before a leading `.` or `'` so it never reads as a request.
+std::string roff_escape(std::string_view text);
+
 /// One step of a strict UTF-8 decoder: the code point at `text[at]` and its length in bytes, or
 /// kInvalidUtf8 with length 1 when the byte there does not start a well-formed sequence (Unicode
 /// table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF, no truncation).

@@ -16,6 +16,7 @@
 #include "capsule/policy.hpp"
 #include "capsule/registry.hpp"
 #include "capsule/result.hpp"
+#include "capsule/text_style.hpp"
 
 namespace capsule {
 
@@ -84,8 +85,9 @@ struct PlanError {
   std::optional<std::uint32_t> node_id;  ///< set when planning a graph node
   std::vector<CandidateVerdict> candidates;
 
-  /// `message`, then one indented line per candidate and reason.
-  std::string render() const;
+  /// `message`, then one indented line per candidate and reason. With `style.color` the
+  /// message, the refusal's verdict, is red.
+  std::string render(const TextStyle& style = {}) const;
 };
 
 class Planner {

@@ -66,9 +66,9 @@ struct GraphReportInput {
 std::string graph_report(const GraphReportInput& input, ReportFormat format);
 
 /// A planning failure in the requested format (JSON: `{"error": {...}}`), naming the files the
-/// failed decision was made from and the environment.
+/// failed decision was made from and the environment. `text_style` colours the text format only.
 std::string plan_error_report(const PlanError& error, ReportFormat format, std::span<const SourceFile> sources,
-                              const EnvironmentFingerprint& environment);
+                              const EnvironmentFingerprint& environment, const TextStyle& text_style = {});
 
 /// Writes `"sources": [{"path", "sha256"}, ...]` into an open JSON object.
 void write_sources_json(JsonWriter& json, std::span<const SourceFile> sources);
