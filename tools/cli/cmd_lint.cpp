@@ -168,8 +168,9 @@ Diagnostics in_named_files(Diagnostics findings, const std::vector<fs::path>& na
 RuleOverrides configured_rule_overrides(const po::variables_map& vm, const LintScope& scope, Context& ctx,
                                         Diagnostics& problems) {
   const RuleOverrides from_command_line = rule_overrides(vm);
-  if (vm.count("config") && vm.count("no-config")) throw UsageError{"--config and --no-config exclude each other"};
-  if (vm.count("no-config")) return from_command_line;
+  const bool no_config = vm["no-config"].as<bool>();  // a switch: always present, true when given
+  if (vm.count("config") && no_config) throw UsageError{"--config and --no-config exclude each other"};
+  if (no_config) return from_command_line;
   const bool discovered = !vm.count("config");
   const std::optional<fs::path> file =
       discovered ? find_lint_config(scope) : std::optional<fs::path>(vm["config"].as<std::string>());
