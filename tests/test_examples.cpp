@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "capsule/examples.hpp"
 #include "json_check.hpp"
@@ -128,6 +129,63 @@ TEST_SUITE("examples") {
     const CliRun attention = run({"causal_attention", "--profile", "checked_cpu", "--format", "json"});
     CHECK(has(attention.out, "\"sentinel_minus_1e30\":0,\"hard_masked_softmax\":0}"));
     CHECK(has(attention.out, "\"sentinel_minus_30\":3.44247"));
+  }
+
+  TEST_CASE("every example's report opens with the same header and names the handler behind each capsule") {
+    for (const char* example : {"mlp_regression", "causal_attention", "cnn_classifier"}) {
+      INFO(example);
+      const CliRun r = run({example, "--profile", "checked_cpu"});
+      REQUIRE_MESSAGE(r.status == 0, r.err);
+      CHECK(r.out.rfind(std::string("example ") + example + ": ", 0) == 0);
+      const auto task = r.out.find("\ntask: ");
+      const auto plan = r.out.find("\n\nplan for the ops ");
+      const auto evidence = r.out.find("; covered by test suite reference.values\n");
+      const auto sources = r.out.find("\nsources:\n");
+      const auto used = r.out.find("\ncapsules used (");
+      CHECK(task < plan);
+      CHECK(plan < evidence);
+      CHECK(evidence < sources);
+      CHECK(sources < used);
+      REQUIRE(used != std::string::npos);
+      // Every capsule used is followed by the handler that ran it.
+      std::istringstream lines(r.out.substr(used + 1));
+      std::string line;
+      std::getline(lines, line);
+      std::size_t capsules = 0;
+      std::size_t handlers = 0;
+      while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+        if (line.rfind("  ", 0) == 0 && line[2] != ' ') ++capsules;
+        if (line.rfind("    handler: TorchLean reference CPU ", 0) == 0) ++handlers;
+      }
+      CHECK(capsules > 0);
+      CHECK(handlers == capsules);
+    }
+  }
+
+  TEST_CASE("a refusal says what would have run, and under --format json it is the JSON document") {
+    const CliRun cuda = run({"mlp_regression", "--profile", "checked_cuda"});
+    CHECK(cuda.status == 1);
+    CHECK(cuda.out.empty());
+    CHECK(has(cuda.err, "error[device-unavailable]: "));
+    CHECK(has(cuda.err, "nothing falls back to the CPU\n\nwhat would have run under profile `checked_cuda` "
+                        "(nothing ran: the device is unusable here):\nprofile=checked_cuda device=cuda"));
+    CHECK(has(cuda.err, "  matmul: native_cuda.matmul provider=native-cuda"));
+    // A future device plans nothing: the planner's refusal lists every candidate and its reason.
+    const CliRun metal = run({"cnn_classifier", "--profile", "future_metal"});
+    CHECK(metal.status == 1);
+    CHECK(has(metal.err, "what would have run under profile `future_metal`"));
+    CHECK(has(metal.err, "no admissible kernel capsule for op "));
+    CHECK(has(metal.err, "    - targets cpu, not requested metal\n"));
+
+    const CliRun json = run({"causal_attention", "--profile", "checked_cuda", "--format", "json"});
+    CHECK(json.status == 1);
+    capsule::testing::JsonCheck document(json.out);
+    REQUIRE_MESSAGE(document.one_object(), json.out);
+    CHECK(document.top_keys() == std::vector<std::string>{"format_version", "example", "profile", "error"});
+    CHECK(json.out.rfind("{\"format_version\":1,\"example\":\"causal_attention\",\"profile\":\"checked_cuda\","
+                         "\"error\":{\"code\":\"device-unavailable\",\"message\":\"", 0) == 0);
+    CHECK(has(json.out, "what would have run under profile `checked_cuda`"));
+    CHECK(has(json.err, "error[device-unavailable]: "));
   }
 
   TEST_CASE("--show-backend prints the session's backend report") {

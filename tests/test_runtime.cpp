@@ -340,7 +340,7 @@ providers = ["mps"]
     CHECK(used[0].forward_calls == 3);
     CHECK(capsules_used_text(used) ==
           "capsules used (1):\n  relu -> reference.relu (reference/cpu, checked, vjp=torchlean-tape): 3 forward, 0 in "
-          "VJPs\n");
+          "VJPs\n    handler: TorchLean reference CPU relu\n");
   }
 
   TEST_CASE("gradients off means VJP mode none and no tape") {

@@ -416,9 +416,11 @@ TEST_SUITE("runtime") {
     const std::string report = capsules_used_text(uses);
     CHECK(has(report,
               "  matmul -> boundary.matmul (external/cpu, checked, vjp=external-autograd): 1 forward, 0 in VJPs\n"
+              "    handler: test autograd matmul\n"
               "    external-autograd boundary: test autograd recorder, one region per call: 1 recorded, 1 backward\n"));
     CHECK(has(report,
               "  add -> boundary.add (external/cpu, checked, vjp=external-autograd): 1 forward, 1 in VJPs\n"
+              "    handler: test autograd add\n"
               "    external-autograd boundary: test autograd recorder, one region per call: 1 recorded, 1 backward\n"));
     JsonWriter json;
     write_capsules_used_json(json, uses);

@@ -119,7 +119,12 @@ RuntimeStatus causal_attention(const Run& run) {
   }
 
   std::ostream& out = run.out;
-  out << "example causal_attention (TorchLean §10.15) under profile " << text_escape(run.options.profile) << "\n\n";
+  CAPSULE_TRY(const std::string header,
+              report_header(run, "causal_attention", "hard-masked causal softmax and attention (TorchLean §10.15)",
+                            "3x3 scores under a causal mask; a fully blocked row; the leak of a finite sentinel; "
+                            "causal scaled dot-product attention (inference, no gradients)",
+                            ops, "the ops the example dispatches"));
+  out << header;
   out << "scores:\n";
   for (const auto& r : rows_of(scores.value())) out << "  " << fixed_row(r) << "\n";
   out << "hard_masked_softmax with the causal mask (key j allowed iff j <= i):\n";
@@ -134,7 +139,7 @@ RuntimeStatus causal_attention(const Run& run) {
       << ")\n";
   out << "\nscaled_dot_product_attention, causal, q k v [3, 2]:\n";
   for (const auto& r : rows_of(attended.value())) out << "  " << fixed_row(r) << "\n";
-  out << "\n" << closing_text(session, run);
+  out << "\n" << capsules_used_and_copies(session, run);
   return std::monostate{};
 }
 

@@ -48,14 +48,18 @@ RuntimeStatus cnn_classifier(const Run& run) {
       .emplace<Flatten>()
       .emplace<Linear>(4 * (kSide / 2) * (kSide / 2), kClasses, 12);
   Adam optimizer(AdamOptions{kLearningRate});
-  CAPSULE_TRY(Session session, open_session(run, training_ops(model, Op::CrossEntropy, optimizer), true));
+  const std::vector<Op> ops = training_ops(model, Op::CrossEntropy, optimizer);
+  CAPSULE_TRY(Session session, open_session(run, ops, true));
   CAPSULE_TRY(const Batch batch, make_data());
   CAPSULE_TRY(const Graph graph, lower(model, {kImages, 1, kSide, kSide}, "cnn-classifier"));
   CAPSULE_CHECK(dump_graph(run, graph));
   if (!run.options.json) {
-    run.out << str("example cnn_classifier: ", model.describe(), " under profile ", text_escape(run.options.profile), "\n",
-                   "task: ", kImages, " 8x8 images, horizontal bar (class 0) or vertical bar (class 1); cross entropy, "
-                   "Adam lr ", kLearningRate, ", ", kSteps, " full-batch steps\n\n");
+    CAPSULE_TRY(const std::string header,
+                report_header(run, "cnn_classifier", model.describe(),
+                              str(kImages, " 8x8 images, horizontal bar (class 0) or vertical bar (class 1); cross "
+                                  "entropy, Adam lr ", kLearningRate, ", ", kSteps, " full-batch steps"),
+                              ops, "the ops training dispatches (forward, loss, VJP rules, optimizer)"));
+    run.out << header;
   }
 
   std::vector<double> losses;
@@ -91,7 +95,7 @@ RuntimeStatus cnn_classifier(const Run& run) {
   }
   run.out << str("loss ", fixed(losses.front()), " -> ", fixed(losses.back()), "; accuracy ", correct, "/", kImages,
                  "\n\n");
-  run.out << closing_text(session, run);
+  run.out << capsules_used_and_copies(session, run);
   return std::monostate{};
 }
 

@@ -35,6 +35,13 @@ RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, b
 /// TorchLean's plan report (report.hpp) for `ops` under the run's profile.
 RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops);
 
+/// The header every example's text report opens with, so each reads the same: what runs and on
+/// which profile, the task, then the plan for `ops` (each op's capsule with its evidence, the
+/// sources and the environment) under `what_dispatches` ("the ops training dispatches (...)").
+RuntimeResult<std::string> report_header(const Run& run, std::string_view example, std::string_view what,
+                                         std::string_view task, std::span<const Op> ops,
+                                         std::string_view what_dispatches);
+
 /// Writes the lowered graph when the run asked for --dump-graph, and says so on `out` (text).
 RuntimeStatus dump_graph(const Run& run, const Graph& graph);
 
@@ -71,9 +78,6 @@ double uniform(std::uint64_t& state, double lo, double hi);
 
 /// Writes `capsules_used`, `sources` and `environment` into the open JSON object and closes it.
 void close_json(JsonWriter& json, const Session& session, const Run& run);
-/// The capsules used, then the sources and the environment (for examples whose text report has
-/// no plan report carrying them already).
-std::string closing_text(const Session& session, const Run& run);
 /// The capsules used and, for each provider that counts its boundary copies and whose capsules
 /// ran, one line `<provider> boundary copies: <op> N, ...` (or `none`) for this run.
 std::string capsules_used_and_copies(const Session& session, const Run& run);

@@ -89,10 +89,17 @@ RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, b
   options.preselect = std::move(preselect);
   options.repro_dir = run.options.repro_dir;
   options.fingerprint = &run.options.environment;
-  if (run.options.checkers != nullptr) {
-    return Session::open(run.workspace, run.handlers, *run.options.checkers, std::move(options));
-  }
-  return Session::open(run.workspace, run.handlers, std::move(options));
+  auto session = run.options.checkers != nullptr
+                     ? Session::open(run.workspace, run.handlers, *run.options.checkers, options)
+                     : Session::open(run.workspace, run.handlers, options);
+  if (session || session.error().code != RuntimeCode::DeviceUnavailable) return session;
+  // Nothing runs on a device this build cannot use, but the user still learns what would have:
+  // the plan for the same ops, or the planner's refusal with every candidate and its reason.
+  RuntimeError refusal = std::move(session).error();
+  auto plan = plan_text(run, options.preselect);
+  refusal.message += str("\n\nwhat would have run under profile `", run.options.profile,
+                         "` (nothing ran: the device is unusable here):\n", plan ? *plan : plan.error().message);
+  return fail(std::move(refusal));
 }
 
 RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
@@ -106,6 +113,14 @@ RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
                          plan_error_report(plan.error(), ReportFormat::Text, resolved->sources, run.options.environment));
   }
   return plan_report(*resolved, *plan, ReportFormat::Text, run.options.environment);
+}
+
+RuntimeResult<std::string> report_header(const Run& run, std::string_view example, std::string_view what,
+                                         std::string_view task, std::span<const Op> ops,
+                                         std::string_view what_dispatches) {
+  CAPSULE_TRY(const std::string report, plan_text(run, ops));
+  return str("example ", example, ": ", what, " under profile ", text_escape(run.options.profile), "\n", "task: ", task,
+             "\n\n", "plan for ", what_dispatches, ":\n", report, "\n\n");
 }
 
 RuntimeStatus dump_graph(const Run& run, const Graph& graph) {
@@ -193,10 +208,6 @@ std::string capsules_used_and_copies(const Session& session, const Run& run) {
   return text;
 }
 
-std::string closing_text(const Session& session, const Run& run) {
-  return str(capsules_used_and_copies(session, run), sources_block(session.sources()), "\n",
-             environment_block(run.options.environment), "\n");
-}
 
 }  // namespace detail
 }  // namespace capsule::examples

@@ -49,11 +49,12 @@ RuntimeStatus mlp_regression(const Run& run) {
   CAPSULE_TRY(const Graph graph, lower(model, {kFeatures}, "mlp-4-8-1"));
   CAPSULE_CHECK(dump_graph(run, graph));
   if (!run.options.json) {
-    CAPSULE_TRY(const std::string report, plan_text(run, ops));
-    run.out << str("example mlp_regression: ", model.describe(), " under profile ", text_escape(run.options.profile), "\n",
-                   "task: y = sin(2 x0) + 0.5 x1 x2 - 0.5 x3^2 + 0.25 on ", kSamples, " samples in [-1, 1]^4; Adam lr ",
-                   kLearningRate, ", ", kSteps, " full-batch steps\n\n",
-                   "plan for the ops training dispatches (forward, loss, VJP rules, optimizer):\n", report, "\n\n");
+    CAPSULE_TRY(const std::string header,
+                report_header(run, "mlp_regression", model.describe(),
+                              str("y = sin(2 x0) + 0.5 x1 x2 - 0.5 x3^2 + 0.25 on ", kSamples,
+                                  " samples in [-1, 1]^4; Adam lr ", kLearningRate, ", ", kSteps, " full-batch steps"),
+                              ops, "the ops training dispatches (forward, loss, VJP rules, optimizer)"));
+    run.out << header;
   }
 
   std::vector<double> losses;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "capsule/examples.hpp"
+#include "capsule/json.hpp"
 #include "linked_checkers.hpp"
 #include "linked_handlers.hpp"
 
@@ -118,6 +119,16 @@ int cmd_run(const std::vector<std::string>& args, Context& ctx) {
   auto status = examples::run_example(name, *workspace, handlers, run_options, ctx.out,
                                       run_options.json ? ctx.err : ctx.out);
   if (!status) {
+    if (run_options.json) {
+      // Under --format json the refusal is the document on standard output, as success is, so a
+      // consumer parses one JSON object either way; the text goes to standard error for people.
+      JsonWriter json;
+      json.begin_document().field("example", name).field("profile", run_options.profile);
+      json.key("error").begin_object().field("code", to_string(status.error().code))
+          .field("message", status.error().message).end_object();
+      json.end_object();
+      ctx.out << json.str() << "\n";
+    }
     ctx.err << status.error() << "\n";
     const RuntimeCode code = status.error().code;
     return code == RuntimeCode::UnknownExample || code == RuntimeCode::UnknownProfile ? kUsage : kRejected;

@@ -67,3 +67,25 @@ execute_process(
 if(NOT check_status EQUAL 0)
   message(FATAL_ERROR "the JSON output of capsule run is not valid against run.schema.json (${output})")
 endif()
+
+# A refusal under --format json is a JSON document too (exit 1), valid against the same schema.
+set(refusal "${WORK_DIR}/refusal.json")
+execute_process(
+  COMMAND "${CAPSULE}" run mlp_regression --profile checked_cuda --format json
+          --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
+  OUTPUT_FILE "${refusal}"
+  ERROR_VARIABLE refusal_stderr
+  RESULT_VARIABLE refusal_status)
+if(NOT refusal_status EQUAL 1)
+  message(FATAL_ERROR "capsule run mlp_regression --profile checked_cuda exited ${refusal_status}, expected 1\n${refusal_stderr}")
+endif()
+execute_process(
+  COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${refusal}"
+  RESULT_VARIABLE refusal_check)
+if(NOT refusal_check EQUAL 0)
+  message(FATAL_ERROR "the JSON refusal of capsule run is not valid against run.schema.json (${refusal})")
+endif()
+file(READ "${refusal}" refusal_text)
+if(NOT refusal_text MATCHES "\"error\":{\"code\":\"device-unavailable\"")
+  message(FATAL_ERROR "the JSON refusal does not carry the device-unavailable code: ${refusal_text}")
+endif()

@@ -717,9 +717,19 @@ function runOutput(file, expectRechecks) {
     firstRecheck(badPolicy).policy = { every: 2, sample: 0.5 };
     controls.push(["recheck policy naming both every and sample", badPolicy]);
   }
-  const noUses = structuredClone(output);
-  delete noUses.capsules_used;
-  controls.push(["run output without capsules_used", noUses]);
+  if (output.error === undefined) {
+    const noUses = structuredClone(output);
+    delete noUses.capsules_used;
+    controls.push(["run output without capsules_used", noUses]);
+  } else {
+    // A refusal must carry its error, and never results beside it.
+    const noError = structuredClone(output);
+    delete noError.error;
+    controls.push(["refusal without its error", noError]);
+    const withResults = structuredClone(output);
+    withResults.capsules_used = [];
+    controls.push(["refusal that also lists capsules used", withResults]);
+  }
   let controlFailures = 0;
   for (const [what, doc] of controls) {
     if (validate(doc)) {

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "capsule/assert.hpp"
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 #include "recheck.hpp"
 #include "vjp_rules.hpp"
@@ -585,7 +586,9 @@ std::string capsules_used_text(std::span<const CapsuleUse> uses) {
                to_string(c.trust), ", vjp=", to_string(c.vjp), "): ", use.forward_calls, " forward, ", use.vjp_calls,
                " in VJPs");
     if (use.adjoint_calls > 0) out += str(", ", use.adjoint_calls, " adjoint");
-    out += "\n";
+    // The compiled code that ran, as the handler registered itself: the capsule says what was
+    // promised, this line says which kernel kept the promise.
+    out += str("\n    handler: ", text_escape(use.handler), "\n");
     if (c.vjp == VjpMode::ExternalAutograd) {
       out += str("    external-autograd boundary: ", use.autograd_runtime, ", one region per call: ",
                  use.boundary_regions, " recorded, ", use.boundary_vjps, " backward\n");
