@@ -37,7 +37,12 @@ render mlp 0 --profile checked_cpu --graph "$root/examples/graphs/mlp-4-8-1.grap
 render ops 0 --profile libtorch_forward_cuda --ops add,scaled_dot_product_attention,relu,matmul
 render hostile-payload 0 --profile checked_cpu --graph "$root/tests/data/hostile/forgery/hostile-payload.graph.toml"
 # A build that refuses the hostile graph name at load exits 2; one that loads it must draw it.
+# Any other status (a crash: 134, 139, ...) fails, whatever the first run returned.
 "$capsule" plan --root "$root" --profile checked_cpu --graph "$root/tests/data/hostile/forgery/hostile-name.graph.toml" \
   > /dev/null 2>&1
-render hostile-name $? --profile checked_cpu --graph "$root/tests/data/hostile/forgery/hostile-name.graph.toml"
+hostile_status=$?
+case $hostile_status in
+  0|2) render hostile-name "$hostile_status" --profile checked_cpu --graph "$root/tests/data/hostile/forgery/hostile-name.graph.toml" ;;
+  *) echo "FAIL: hostile-name: capsule plan exited $hostile_status, expected 0 (drawn) or 2 (refused at load)"; fail=1 ;;
+esac
 exit $fail

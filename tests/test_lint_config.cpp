@@ -3,6 +3,7 @@
 // command line together rank findings.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -193,5 +194,22 @@ no-compiled-handler = "fatal"
     const auto found = capsule::find_lint_config(scope);
     REQUIRE(found.has_value());
     CHECK(*found == outer / "project/capsule-lint.toml");
+
+    // In a work tree: the nearest file up to the tree's top, and nothing above it.
+    fs::create_directories(outer / "repo/ml/catalogs");
+    REQUIRE(std::system(("git init -q " + (outer / "repo").string()).c_str()) == 0);
+    std::ofstream(outer / "repo/ml/catalogs/a.toml") << "schema = 1\n";
+    capsule::LintScope nested{{outer / "repo/ml/catalogs"}, {}, std::nullopt};
+    CHECK_FALSE(capsule::find_lint_config(nested).has_value());  // outer/capsule-lint.toml is above the top
+    std::ofstream(outer / "repo/capsule-lint.toml") << "schema = 1\n";
+    REQUIRE(capsule::find_lint_config(nested).has_value());
+    CHECK(*capsule::find_lint_config(nested) == outer / "repo/capsule-lint.toml");
+    std::ofstream(outer / "repo/ml/capsule-lint.toml") << "schema = 1\n";
+    CHECK(*capsule::find_lint_config(nested) == outer / "repo/ml/capsule-lint.toml");
+    // Catalogs at the very top of their work tree: the directory above is no part of it.
+    fs::create_directories(outer / "solo");
+    REQUIRE(std::system(("git init -q " + (outer / "solo").string()).c_str()) == 0);
+    capsule::LintScope solo{{outer / "solo"}, {}, std::nullopt};
+    CHECK_FALSE(capsule::find_lint_config(solo).has_value());
   }
 }

@@ -145,23 +145,28 @@ Result<RuleOverrides, Diagnostics> read_lint_config(const fs::path& path, bool d
 std::optional<fs::path> find_lint_config(const LintScope& scope) {
   if (scope.catalog_dirs.empty()) return std::nullopt;
   std::error_code error;
-  fs::path dir = fs::absolute(scope.catalog_dirs.front(), error).lexically_normal();
+  fs::path catalogs = fs::absolute(scope.catalog_dirs.front(), error).lexically_normal();
   if (error) return std::nullopt;
-  if (!dir.has_filename()) dir = dir.parent_path();  // `catalogs/` names the directory itself
-  dir = dir.parent_path();
-  // Without a work tree, only the directory above the catalogs: never wander up the file system.
-  const std::optional<fs::path> top = fs::is_directory(dir, error) ? detail::git_work_tree_top(dir) : std::nullopt;
+  if (!catalogs.has_filename()) catalogs = catalogs.parent_path();  // `catalogs/` names the directory itself
+  fs::path dir = catalogs.parent_path();
+  // The work tree is the one holding the catalogs. When the catalogs directory is itself its top,
+  // the directory above lies outside every tree lint was asked about: nothing is looked for there.
+  const std::optional<fs::path> top = fs::is_directory(catalogs, error) ? detail::git_work_tree_top(catalogs)
+                                                                          : std::nullopt;
   std::size_t levels_up = 0;  // how far the work tree's top lies above `dir`
   if (top) {
     const fs::path below = dir.lexically_relative(*top);
-    if (!below.empty() && *below.begin() != "..") {
-      for (const fs::path& part : below) levels_up += part == "." ? 0U : 1U;
-    }
+    if (below.empty() || *below.begin() == "..") return std::nullopt;
+    for (const fs::path& part : below) levels_up += part == "." ? 0U : 1U;
   }
   for (std::size_t level = 0;; ++level) {
     const fs::path candidate = dir / kLintConfigName;
-    // symlink_status: a link is found here, and refused when read, never silently skipped.
-    if (fs::symlink_status(candidate, error).type() != fs::file_type::not_found && !error) return candidate;
+    // symlink_status: a link is found here, and refused when read, never silently skipped; so is
+    // a path that cannot be examined (permissions, a loop), which the read then reports.
+    const fs::file_status status = fs::symlink_status(candidate, error);
+    if ((error && error != std::errc::no_such_file_or_directory) || status.type() != fs::file_type::not_found) {
+      return candidate;
+    }
     if (level == levels_up) return std::nullopt;
     dir = dir.parent_path();
   }

@@ -2,7 +2,7 @@
 // A repository's lint configuration, `capsule-lint.toml`: which rules it allows, denies or gives
 // another severity, the way ruff's and clang-tidy's configuration files do, so the choice is
 // reviewed in the repository instead of repeated in every CI script and hook. The command line's
-// `--allow`/`--deny` still win for one run. Format and search: docs/lint-rules.md and
+// `--allow`/`--deny` still win for one run. Format and search: docs/format.md#lint-configuration and
 // docs/decisions.md ("The lint configuration file").
 #pragma once
 
@@ -31,7 +31,8 @@ Result<RuleOverrides, Diagnostics> read_lint_config(const std::filesystem::path&
 
 /// The configuration that applies to `scope`: the nearest `capsule-lint.toml` in the directory
 /// above the first catalog directory or one of its ancestors, never above the top of the git work
-/// tree holding it (without git, that directory only). Nothing outside the linted tree is read.
+/// tree holding the catalogs, and nowhere when that directory is itself the top; without git, the
+/// directory above the catalogs only. Nothing outside the linted tree is read.
 std::optional<std::filesystem::path> find_lint_config(const LintScope& scope);
 
 /// The command line over the file: a rule the command line denies is no longer allowed or
