@@ -7,19 +7,10 @@
 # BUILD_TYPE, CXX_FLAGS and LINK_FLAGS (the sanitizer flags of a sanitizer build, whose
 # installed libraries need them), LIBTORCH (whether the LibTorch provider was built).
 #
-# The prefix lies outside every git work tree, as a real installation does (see
-# install_check.cmake). Its path is fixed per build folder rather than random, so the consumer's
-# compile line is the same from run to run and the compiler launcher (ccache) can reuse it.
-if(DEFINED ENV{TMPDIR} AND IS_DIRECTORY "$ENV{TMPDIR}")
-  set(scratch "$ENV{TMPDIR}")
-else()
-  set(scratch "/tmp")
-endif()
-string(SHA256 build_key "${BUILD_DIR}")
-string(SUBSTRING "${build_key}" 0 16 build_key)
-set(root "${scratch}/capsule-package-check-${build_key}")
+# The prefix lies outside every git work tree, at a path fixed per build folder (scratch_prefix.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/scratch_prefix.cmake")
+capsule_scratch_dir(root capsule-package-check)
 set(PREFIX "${root}/prefix")
-file(REMOVE_RECURSE "${root}")
 
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -113,6 +113,7 @@ TEST_SUITE("libtorch.run") {
     CHECK(has(run.out, "(falling)"));
     CHECK(has(run.out, "matmul -> libtorch.checked.matmul (libtorch/cpu, trusted-external, vjp=torchlean-tape): "
                        "400 forward, 600 in VJPs\n"
+                       "    handler: LibTorch CPU matmul\n"
                        "    recheck value by freivalds.matmul (full, every call): 1000 of 1000 calls checked, 1000 "
                        "passed\n"));
     // The products' VJP is checked per backward too (freivalds.matmul.vjp, catalogs/libtorch-checked-cpu.toml).
