@@ -248,6 +248,26 @@ TEST_SUITE("checkers") {
     }
   }
 
+  TEST_CASE("Freivalds names whichever row is corrupted, in a block of rows or after the last block") {
+    // The check reads rows in blocks of four (multi_dot_rows); 9 rows and an inner dimension of 13
+    // leave a remainder on both axes, so every row's residual must land on its own index.
+    CheckerRng seeds(15);
+    for (DType dtype : kDTypes) {
+      const Tensor a = random_tensor({9, 13}, dtype, seeds);
+      const Tensor b = random_tensor({13, 7}, dtype, seeds);
+      const Tensor c = reference(Op::Matmul, {a, b});
+      for (std::int64_t row = 0; row < 9; ++row) {
+        std::vector<double> values = c.to_vector();
+        for (std::int64_t j = 0; j < 7; ++j) {
+          values[static_cast<std::size_t>(row * 7 + j)] += 1e-2 * std::ldexp(1.0, static_cast<int>(j));
+        }
+        const CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, with_values(c, values), {}, 3);
+        REQUIRE_FALSE(v.passed);
+        CHECK(v.worst.index == row * 7);
+      }
+    }
+  }
+
   TEST_CASE("Freivalds catches every single-entry error above the stated floor of twice the row tolerance") {
     // docs/checkers.md: an entry error |ΔC_ij| > 2·τ_i is caught whatever the signs. The test
     // computes τ_i as the checker states it and perturbs one entry by 2.2·τ_i.

@@ -53,11 +53,11 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // s_ρ = B·r_ρ [k] and |B|·1 [k], each row of B read once.
   std::vector<double> s(ix(R * k), 0.0);
   std::vector<double> b_abs(ix(k), 0.0);
-  std::vector<double> dots(ix(R));
   if (!p.b_transposed) {
+    std::vector<double> dots(ix(k * R));  // [q][ρ], transposed into s below
+    multi_dot_rows(p.b, k, n, n, r.data(), n, R, nullptr, dots.data(), b_abs.data());
     for (std::int64_t q = 0; q < k; ++q) {
-      multi_dot(p.b + q * n, n, r.data(), n, R, nullptr, dots.data(), &b_abs[ix(q)]);
-      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(rho)];
+      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(q * R + rho)];
     }
   } else {
     // B = Wᵀ: B·r = Σ_j r_j·W[j, :], accumulated as axpys over W's rows.
@@ -76,7 +76,10 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // Weighted |B|·1 for softmax_matmul's per-entry relative error of A.
   std::vector<double> weighted(p.a_rel != nullptr ? ix(k) : 0);
 
-  std::vector<double> a_dots(ix(R)), c_dots(ix(R));
+  // A·s_ρ with (|A|·(|B|·1))_i, and C·r_ρ with (|C|·1)_i, for every row, each matrix read once.
+  std::vector<double> a_dots(ix(m * R)), a_mag(ix(m)), c_dots(ix(m * R)), c_abs(ix(m));
+  multi_dot_rows(p.a, m, k, k, s.data(), k, R, b_abs.data(), a_dots.data(), a_mag.data());
+  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), c_abs.data());
   const double u_in = unit_roundoff<T>();
   const double abs_alpha = std::fabs(p.alpha);
   const double provider = gamma(p.terms, u_in);
@@ -96,9 +99,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   }
   for (std::int64_t i = 0; i < m; ++i) {
     const TA* arow = p.a + i * k;
-    const T* crow = p.c + i * n;
-    double t = 0.0;  // (|A|·|B|·1)_i, and A·s_ρ in a_dots
-    multi_dot(arow, k, s.data(), k, R, b_abs.data(), a_dots.data(), &t);
+    const double t = a_mag[ix(i)];  // (|A|·|B|·1)_i
     double t_rel = 0.0;  // Σ_q |A_iq|·rel_iq·(|B|·1)_q
     if (p.a_rel != nullptr) {
       const double* rel = p.a_rel + i * k;
@@ -108,14 +109,13 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
       }
       t_rel = dot(weighted.data(), b_abs.data(), k);
     }
-    double c_abs = 0.0;
-    multi_dot(crow, n, r.data(), n, R, nullptr, c_dots.data(), &c_abs);
     const double mag = abs_alpha * (t + bias_abs);
     // softmax_matmul's A error (t_rel) passes through the provider's and the check's rounding too.
     const double a_error = abs_alpha * t_rel * ((1.0 + provider) * (1.0 + check_mag) + check_mag);
-    const double bound = freivalds_row_tolerance(u_in, p.terms, k, n, mag, c_abs) + a_error + underflow;
+    const double bound = freivalds_row_tolerance(u_in, p.terms, k, n, mag, c_abs[ix(i)]) + a_error + underflow;
     for (std::int64_t rho = 0; rho < R; ++rho) {
-      const double residual = std::fabs(c_dots[ix(rho)] - p.alpha * (a_dots[ix(rho)] + bias_r[ix(rho)]));
+      const double residual =
+          std::fabs(c_dots[ix(i * R + rho)] - p.alpha * (a_dots[ix(i * R + rho)] + bias_r[ix(rho)]));
       worst.observe(residual, bound, p.out_offset + i * n, p.what != nullptr ? p.what : kRowResidual);
     }
   }
