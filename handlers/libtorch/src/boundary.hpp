@@ -9,6 +9,7 @@
 // (permute, expand, slice) are never returned: they are copied into one of our contiguous outputs.
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
 
@@ -137,10 +138,16 @@ Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what);
 
 /// Runs `body` with autograd off (forward and adjoint kernels are plain computations; our tape
 /// owns the backward) and turns an ATen exception into a runtime error naming the op.
+/// Dispatch also starts below ATen's Autograd and ADInplaceOrView kernels: with grad off they
+/// record nothing and only bump version counters, and these handlers write only outputs they
+/// allocated a moment ago, never a tensor any ATen graph saved. That saves two redispatches per
+/// ATen call (docs/libtorch.md, "Overhead"). The external-autograd regions, which do record a
+/// graph, never run under this guard (aten_call in autograd_region.cpp).
 template <class Body>
 auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
   try {
     c10::NoGradGuard no_grad;
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
     return body();
   } catch (const c10::Error& e) {
     return aten_failure(op, e.what_without_backtrace());
