@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "capsule/examples.hpp"
+#include "capsule/policy.hpp"
 #include "json_check.hpp"
 #include "test_support.hpp"
 
@@ -160,6 +161,26 @@ TEST_SUITE("examples") {
       CHECK(capsules > 0);
       CHECK(handlers == capsules);
     }
+  }
+
+  TEST_CASE("a profile whose target names another platform says that the target is a declaration") {
+    // macos_cpu declares macOS on aarch64; windows_cpu declares Windows. On any other platform the
+    // header says the run happens here; checked_cpu declares no target and gets no such line.
+    for (const char* profile : {"macos_cpu", "windows_cpu"}) {
+      INFO(profile);
+      const CliRun r = run({"causal_attention", "--profile", profile});
+      REQUIRE_MESSAGE(r.status == 0, r.err);
+      const bool here = std::string_view(profile) == "macos_cpu"
+                            ? capsule::this_build_os() == capsule::OperatingSystem::Macos &&
+                                  capsule::this_build_arch() == capsule::Architecture::Aarch64
+                            : capsule::this_build_os() == capsule::OperatingSystem::Windows;
+      const auto line = r.out.find(std::string("\ntarget: profile ") + profile + " declares ");
+      CHECK((line != std::string::npos) == !here);
+      if (!here) CHECK(has(r.out, "so the target is a declaration: the plan below runs here"));
+    }
+    const CliRun plain = run({"causal_attention", "--profile", "checked_cpu"});
+    REQUIRE(plain.status == 0);
+    CHECK_FALSE(has(plain.out, "\ntarget: "));
   }
 
   TEST_CASE("a refusal says what would have run, and under --format json it is the JSON document") {

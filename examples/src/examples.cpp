@@ -115,12 +115,30 @@ RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
   return plan_report(*resolved, *plan, ReportFormat::Text, run.options.environment);
 }
 
+namespace {
+
+/// A line saying that the profile's [target] is a declaration, when it names another operating
+/// system or architecture than this build's; empty otherwise. Such a profile plans and runs here,
+/// on this platform's kernels: nothing about the named platform is checked or emulated.
+std::string target_declaration_line(const Run& run) {
+  const ProfilePtr profile = run.workspace.find_profile(run.options.profile);
+  if (!profile || !profile->target) return {};
+  const Target& target = *profile->target;
+  if (target.os == this_build_os() && target.arch == this_build_arch()) return {};
+  return str("target: profile ", text_escape(run.options.profile), " declares ", to_string(target.os), " ",
+             to_string(target.arch), "; this build runs on ", to_string(this_build_os()), " ",
+             to_string(this_build_arch()), ", so the target is a declaration: the plan below runs here, and nothing "
+             "about ", to_string(target.os), " ", to_string(target.arch), " is checked or emulated\n");
+}
+
+}  // namespace
+
 RuntimeResult<std::string> report_header(const Run& run, std::string_view example, std::string_view what,
                                          std::string_view task, std::span<const Op> ops,
                                          std::string_view what_dispatches) {
   CAPSULE_TRY(const std::string report, plan_text(run, ops));
-  return str("example ", example, ": ", what, " under profile ", text_escape(run.options.profile), "\n", "task: ", task,
-             "\n\n", "plan for ", what_dispatches, ":\n", report, "\n\n");
+  return str("example ", example, ": ", what, " under profile ", text_escape(run.options.profile), "\n",
+             target_declaration_line(run), "task: ", task, "\n\n", "plan for ", what_dispatches, ":\n", report, "\n\n");
 }
 
 RuntimeStatus dump_graph(const Run& run, const Graph& graph) {

@@ -178,4 +178,33 @@ struct Target {
   friend bool operator==(const Target&, const Target&) = default;
 };
 
+/// The operating system this binary was compiled for. A profile's [target] naming another one is
+/// a declaration: capsule plans with it and runs on this platform, and checks nothing about that.
+constexpr OperatingSystem this_build_os() {
+#if defined(__linux__)
+  return OperatingSystem::Linux;
+#elif defined(__APPLE__)
+  return OperatingSystem::Macos;
+#elif defined(_WIN32)
+  return OperatingSystem::Windows;
+#elif defined(__wasi__)
+  return OperatingSystem::Wasi;
+#else
+  return OperatingSystem::Unknown;
+#endif
+}
+
+/// The architecture this binary was compiled for (see this_build_os).
+constexpr Architecture this_build_arch() {
+#if defined(__x86_64__) || defined(_M_X64)
+  return Architecture::X86_64;
+#elif defined(__aarch64__) || defined(_M_ARM64)
+  return Architecture::Aarch64;
+#elif defined(__wasm32__)
+  return Architecture::Wasm32;
+#else
+  return Architecture::Unknown;
+#endif
+}
+
 }  // namespace capsule
