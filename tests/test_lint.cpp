@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "capsule/diag_format.hpp"
+#include "capsule/json_reader.hpp"
 #include "capsule/lint.hpp"
 #include "capsule/text.hpp"
 #include "json_check.hpp"
@@ -47,6 +48,61 @@ CliRun lint_shipped(std::vector<std::string> extra = {}) {
   return testing::run_shipped_cli(std::move(extra));
 }
 
+
+/// A SARIF log's rules are exactly the ones it uses: every result's ruleIndex (and every
+/// notification's associatedRule index) names the rule of its ruleId, every listed rule is used
+/// at least once and listed once, lint rules in kLintRules order before any other code.
+void check_sarif_rules(const std::string& log) {
+  const auto parsed = parse_json(log);
+  REQUIRE(parsed.has_value());
+  const JsonValue* runs = parsed.value().find("runs");
+  REQUIRE(runs != nullptr);
+  REQUIRE(runs->as_array().size() == 1);
+  const JsonValue& run = runs->as_array().front();
+  const JsonValue* rules_value = run.find("tool")->find("driver")->find("rules");
+  REQUIRE(rules_value != nullptr);
+  const JsonArray& rules = rules_value->as_array();
+  std::vector<std::string> ids;
+  for (const JsonValue& rule : rules) ids.push_back(rule.find("id")->as_string());
+  std::vector<bool> used(rules.size(), false);
+  std::size_t references = 0;
+  const auto refer = [&](const JsonValue* id, const JsonValue* index) {
+    REQUIRE(id != nullptr);
+    REQUIRE(index != nullptr);
+    INFO("rule ", id->as_string());
+    REQUIRE(index->is_integer());
+    REQUIRE(index->as_int() >= 0);
+    REQUIRE(static_cast<std::size_t>(index->as_int()) < rules.size());
+    CHECK(ids[static_cast<std::size_t>(index->as_int())] == id->as_string());
+    used[static_cast<std::size_t>(index->as_int())] = true;
+    ++references;
+  };
+  for (const JsonValue& result : run.find("results")->as_array()) refer(result.find("ruleId"), result.find("ruleIndex"));
+  for (const JsonValue& invocation : run.find("invocations")->as_array()) {
+    for (const JsonValue& notification : invocation.find("toolExecutionNotifications")->as_array()) {
+      const JsonValue* rule = notification.find("associatedRule");
+      REQUIRE(rule != nullptr);
+      refer(rule->find("id"), rule->find("index"));
+    }
+  }
+  CHECK(references > 0);
+  std::size_t last_lint = 0;  // one past the kLintRules position of the previous listed rule
+  bool other_seen = false;
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    INFO("rule ", ids[i]);
+    CHECK_MESSAGE(used[i], "listed but referenced by no result or notification");
+    CHECK(std::count(ids.begin(), ids.end(), ids[i]) == 1);
+    const LintRule* lint_rule = find_lint_rule(std::string_view(ids[i]));
+    if (lint_rule == nullptr) {
+      other_seen = true;
+      continue;
+    }
+    const auto position = static_cast<std::size_t>(lint_rule - kLintRules.data());
+    CHECK_FALSE(other_seen);
+    CHECK(position + 1 > last_lint);
+    last_lint = position + 1;
+  }
+}
 
 /// The reference catalog's default value suite, misspelled: every reference capsule inherits it.
 void misspell_reference_suite(const ScratchTree& tree) {
@@ -848,12 +904,16 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(testing::JsonCheck(sarif.out).one_object());
     CHECK(sarif.out.find(R"({"$schema":"https://json.schemastore.org/sarif-2.1.0.json","version":"2.1.0","runs":[)") == 0);
     CHECK(has(sarif.out, R"("driver":{"name":"capsule","version":")"));
-    CHECK(has(sarif.out, R"({"id":"unknown-runtime-guard","name":"UnknownRuntimeGuard","shortDescription":{"text":")"));
+    CHECK(has(sarif.out, R"({"id":"unknown-test-suite","name":"UnknownTestSuite","shortDescription":{"text":")"));
+    CHECK_FALSE(has(sarif.out, R"("id":"unknown-runtime-guard")"));  // a rule with no finding here
     CHECK(has(sarif.out, R"("defaultConfiguration":{"level":"note"})"));
     CHECK(has(sarif.out, R"("originalUriBaseIds":{"PROJECTROOT":{"uri":"file://)"));
-    CHECK(has(sarif.out, R"("ruleId":"unknown-test-suite","ruleIndex":16,"level":"error")"));
+    CHECK(has(sarif.out, R"("ruleId":"unknown-test-suite","ruleIndex":)"));
     CHECK(has(sarif.out, R"("artifactLocation":{"uri":"catalogs/reference.toml","uriBaseId":"PROJECTROOT"},"region":{"startLine":19,)"));
-    CHECK(has(sarif.out, R"("ruleId":"unverifiable-evidence","ruleIndex":24,"level":"note")"));
+    CHECK(has(sarif.out, R"("ruleId":"unverifiable-evidence","ruleIndex":)"));
+    check_sarif_rules(sarif.out);
+    // Only the rules found here are listed (each carries its full help), not all of kLintRules.
+    CHECK(count(sarif.out, R"("defaultConfiguration":)") < kLintRules.size());
 
     const CliRun github = lint_in(tree, {"--format", "github"});
     CHECK(github.status == 1);
@@ -882,6 +942,8 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(sarif, R"("artifactLocation":{"uri":"file:///)"));
     CHECK(has(sarif, R"(/odd%2Cdir%3Ax/100%25.toml"})"));
     CHECK(has(sarif, R"("text":"50% done\r\nnext\nnote: a: b, c")"));
+    check_sarif_rules(sarif);
+    CHECK(count(sarif, R"("defaultConfiguration":)") == 1);  // one finding, one rule
   }
 
   TEST_CASE("SARIF counts columns in code points, tracks findings by fingerprint and puts file-less findings in notifications") {
@@ -909,6 +971,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(sarif, R"("toolExecutionNotifications":[{"level":"warning","message":{"text":"no manifest"},)"
                      R"("associatedRule":{"id":"no-test-suite-manifest",)"));
     CHECK(count(sarif, R"("ruleId":)") == 1);
+    check_sarif_rules(sarif);  // the notification's rule is listed and indexed too
     // The fingerprint ignores the position: the same finding two lines lower keeps it.
     Diagnostic moved = *bogus;
     moved.where.line += 2;

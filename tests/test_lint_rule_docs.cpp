@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The rule text of docs/lint-rules.md and of SARIF's rule metadata (capsule/lint_rule_docs.hpp):
 // the committed doc is the generated one, has one section per rule and none extra, and every
-// SARIF rule carries name, fullDescription, help and an absolute helpUri to its section.
+// SARIF rule (a log lists those its findings use) carries name, fullDescription, help and an
+// absolute helpUri to its section.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -78,12 +79,18 @@ TEST_SUITE("lint") {
   }
 
   TEST_CASE("every SARIF rule has a name, fullDescription, help and an absolute helpUri to its section") {
-    const std::string log = format_diagnostics({}, DiagFormat::Sarif, "test");
+    // A log lists only the rules its findings use, so one finding of every rule lists them all.
+    Diagnostics findings;
+    for (const LintRule& rule : kLintRules) {
+      findings.push_back(Diagnostic{rule.severity, rule.code, SourceLoc{"catalogs/a.toml", 1, 1}, "finding", {}, {}});
+    }
+    const std::string log = format_diagnostics(findings, DiagFormat::Sarif, "test");
     const auto parsed = parse_json(log);
     REQUIRE(parsed.has_value());
     const JsonValue& driver = *parsed.value().find("runs")->as_array().at(0).find("tool")->find("driver");
     const JsonArray& rules = driver.find("rules")->as_array();
     REQUIRE(rules.size() == kLintRules.size());
+    for (std::size_t i = 0; i < rules.size(); ++i) CHECK(rules[i].find("id")->as_string() == to_string(kLintRules[i].code));
     // CAPSULE_DOCS_URL empty (a build's choice) omits both URIs; the default is the placeholder.
     const std::string base(docs_url());
     if (base.empty()) {
@@ -112,5 +119,9 @@ TEST_SUITE("lint") {
             rule.find("shortDescription")->find("text")->as_string().size());
     }
     CHECK(lint_rule_friendly_name(DiagCode::MissingProvenanceSymbol) == "MissingProvenanceSymbol");
+    // No finding, no rule text: the log stays a few hundred bytes.
+    const std::string empty = format_diagnostics({}, DiagFormat::Sarif, "test");
+    CHECK(empty.find(R"("rules":[])") != std::string::npos);
+    CHECK(empty.size() < 1024);
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 
 #include "capsule/escape.hpp"
 #include "capsule/json.hpp"
@@ -77,9 +78,16 @@ std::string_view github_command(Severity severity) {
 }
 
 std::string sarif(const Diagnostics& diagnostics, const std::string& tool_version, const fs::path& root) {
-  // Every lint rule, then any other code used, so a rule's index is stable across runs.
+  // Only the rules this log's results and notifications use: each carries its full help (the
+  // whole set is about 57 KB), and a ruleIndex means something only within its own log (code
+  // scanning matches alerts across runs by ruleId). Lint rules come in kLintRules order, then any
+  // other code used, in order of first use.
+  std::set<DiagCode> used;
+  for (const Diagnostic& d : diagnostics) used.insert(d.code);
   std::vector<DiagCode> rules;
-  for (const LintRule& rule : kLintRules) rules.push_back(rule.code);
+  for (const LintRule& rule : kLintRules) {
+    if (used.contains(rule.code)) rules.push_back(rule.code);
+  }
   for (const Diagnostic& d : diagnostics) {
     if (std::find(rules.begin(), rules.end(), d.code) == rules.end()) rules.push_back(d.code);
   }

@@ -25,8 +25,11 @@ std::string trust_cell(const Capsule& c) {
 
 std::string markdown_kernel_table(std::span<const PlannedKernel> kernels,
                                   const std::vector<std::vector<std::uint32_t>>* node_ids) {
-  std::string out = node_ids != nullptr ? "| nodes | op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|---|\n"
-                                        : "| op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n|---|---|---|---|---|---|---|---|\n";
+  // A graph's table leads with a nodes column; the other columns are the same.
+  constexpr std::string_view kColumns =
+      "| op | capsule | provider | trust | vjp | reduction | value evidence | value disposition |\n";
+  constexpr std::string_view kDelimiters = "|---|---|---|---|---|---|---|---|\n";
+  std::string out = node_ids != nullptr ? str("| nodes ", kColumns, "|---", kDelimiters) : str(kColumns, kDelimiters);
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const Capsule& c = *kernels[i].capsule;
     if (node_ids != nullptr) {

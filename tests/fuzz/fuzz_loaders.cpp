@@ -104,32 +104,13 @@ void consume(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) consume(line);
 }
 
-/// This input's diagnostics, rendered as one SARIF log when the input is done (render_sarif).
-Diagnostics for_sarif;
-
 void render_all(const Diagnostics& diagnostics) {
   consume(render(diagnostics));
-  for (const DiagFormat format : {DiagFormat::Text, DiagFormat::Json, DiagFormat::Github}) {
+  for (const DiagFormat format : {DiagFormat::Text, DiagFormat::Json, DiagFormat::Sarif, DiagFormat::Github}) {
     const std::string out = format_diagnostics(diagnostics, format, "fuzz");
     require_inert(out, format == DiagFormat::Github);
     sink += out.size();
   }
-  for_sarif.insert(for_sarif.end(), diagnostics.begin(), diagnostics.end());
-}
-
-/// SARIF over every diagnostic the input produced, for one input in four. Each log carries the
-/// fixed help of every rule (about 57 KB of our own text): rendered per render_all call it took
-/// nineteen parts in twenty of the fuzzer's time, and once per input still two thirds, so the
-/// bounded run missed its time limit. The input-derived parts of a log (messages, locations,
-/// fingerprints) go through the same JsonWriter as the JSON format, which every input reaches.
-void render_sarif() {
-  static std::uint64_t inputs = 0;
-  if (++inputs % 4 == 0) {
-    const std::string out = format_diagnostics(for_sarif, DiagFormat::Sarif, "fuzz");
-    require_inert(out);
-    sink += out.size();
-  }
-  for_sarif.clear();
 }
 
 /// Plans, explains, gates and reports every op under `planner`.
@@ -262,8 +243,9 @@ void fuzz_lint_config(std::string_view text) {
     render_all(overrides.error());
     return;
   }
-  // Applied to one finding of every rule: what the overrides leave is well-formed (the rendering
-  // of fixed findings adds nothing the loaders' diagnostics do not already exercise).
+  // Applied to one finding of every rule: what the overrides leave is well-formed. It is checked,
+  // not rendered: a SARIF log of every rule carries all their help (about 57 KB), and rendering
+  // fixed findings adds nothing the loaders' diagnostics do not already exercise.
   Diagnostics findings;
   for (const LintRule& rule : kLintRules) {
     findings.push_back(Diagnostic{rule.severity, rule.code, SourceLoc{"fuzz/a.toml", 1, 1}, "finding", {}, {}});
@@ -311,6 +293,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz_profile(text);
   fuzz_graph(text);
   fuzz_lint_config(text);
-  render_sarif();
   return 0;
 }

@@ -17,9 +17,10 @@ enum class DiagFormat : std::uint8_t { Text, Json, Sarif, Github };
 /// - text: `file:line:col: severity[rule]: message`, then indented `note:` and `help:` lines;
 /// - JSON: `{"diagnostics": [{severity, code, file, line, column, message, notes, help}],
 ///   "errors", "warnings", "notes"}`;
-/// - SARIF 2.1.0: one run whose driver lists every lint rule (capsule/lint.hpp) with its default
-///   level, name, descriptions, help and helpUri (capsule/lint_rule_docs.hpp), and one result per
-///   diagnostic;
+/// - SARIF 2.1.0: one run whose driver lists the rules its diagnostics use (lint rules in
+///   kLintRules order, capsule/lint.hpp, then other codes) with their default level, name,
+///   descriptions, help and helpUri (capsule/lint_rule_docs.hpp), and one result per diagnostic
+///   with a file (a notification of the run for one without), its ruleIndex into that list;
 /// - GitHub: one `::error|warning|notice file=…,line=…,col=…,title=capsule RULE::message` command
 ///   per diagnostic, each part through github_escape (capsule/escape.hpp): controls shown
 ///   visibly, then `%`, CR, LF (and `,`/`:` in properties) encoded; notes follow as `%0Anote: …`.
