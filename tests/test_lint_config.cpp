@@ -197,6 +197,10 @@ allow = ["no-compiled-handler", "no-compiled-handler"]
     CHECK(blocked.status == 2);
     CHECK(has(blocked.err, "--allow: rule `parse-error` cannot be allowed: a file with that error does not load, so "
                            "every other command would still refuse it"));
+    // `warnings` is no rule to allow, so it is never what `--allow` "meant".
+    const CliRun allow_warnings = capsule::testing::run_shipped_cli({"lint", "--allow", "warnings"});
+    CHECK(allow_warnings.status == 2);
+    CHECK(has(allow_warnings.err, "--allow: unknown lint rule `warnings` (`capsule lint --help` lists the rules)"));
     CHECK(capsule::testing::run_shipped_cli({"lint", "--allow", "no-compiled-handler,no-compiled-handler",
                                              "--allow", "unverifiable-evidence"})
               .status == 0);
