@@ -741,13 +741,17 @@ Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope)
   return out;
 }
 
-fs::path annotation_root(const LintScope& scope) {
-  if (!scope.catalog_dirs.empty()) {
-    std::error_code error;
-    if (fs::is_directory(scope.catalog_dirs.front(), error)) {
-      if (auto top = detail::git_work_tree_top(scope.catalog_dirs.front())) return *top;
-    }
-  }
+std::optional<fs::path> catalogs_work_tree_top(const LintScope& scope) {
+  if (scope.catalog_dirs.empty()) return std::nullopt;
+  std::error_code error;
+  if (!fs::is_directory(scope.catalog_dirs.front(), error)) return std::nullopt;
+  return detail::git_work_tree_top(scope.catalog_dirs.front());
+}
+
+fs::path annotation_root(const LintScope& scope) { return annotation_root(scope, catalogs_work_tree_top(scope)); }
+
+fs::path annotation_root(const LintScope& scope, const std::optional<fs::path>& work_tree_top) {
+  if (work_tree_top) return *work_tree_top;
   if (scope.source_root) return *scope.source_root;
   if (scope.catalog_dirs.empty()) return {};
   std::error_code error;

@@ -72,18 +72,6 @@ std::vector<std::string> git_args(const fs::path& root, std::initializer_list<co
   return args;
 }
 
-/// Whether `dir` or a directory above it has a `.git` entry (a work tree git could not read).
-bool inside_repository(const fs::path& dir) {
-  std::error_code error;
-  fs::path at = fs::absolute(dir, error).lexically_normal();
-  for (;;) {
-    struct stat info{};
-    if (lstat((at / ".git").c_str(), &info) == 0) return true;
-    if (!at.has_relative_path()) return false;
-    at = at.parent_path();
-  }
-}
-
 std::vector<std::string_view> components(std::string_view relative) {
   std::vector<std::string_view> parts;
   std::size_t start = 0;
@@ -126,6 +114,17 @@ int open_by_components(int root_fd, std::string_view relative, int flags) {
 }
 
 }  // namespace
+
+bool inside_repository(const fs::path& dir) {
+  std::error_code error;
+  fs::path at = fs::absolute(dir, error).lexically_normal();
+  for (;;) {
+    struct stat info{};
+    if (lstat((at / ".git").c_str(), &info) == 0) return true;
+    if (!at.has_relative_path()) return false;
+    at = at.parent_path();
+  }
+}
 
 std::string_view describe(SourceRead::Status status) {
   switch (status) {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "toml_reader.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -238,6 +242,35 @@ std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
     return std::nullopt;
   }
   return read_stream(in, path, out);
+}
+
+std::optional<ParsedFile> read_descriptor(int fd, const std::string& name, Diagnostics& out) {
+  try {
+    ParsedFile file;
+    char chunk[1 << 16];
+    // Up to one byte past the limit and never more, as read_stream.
+    while (file.text.size() <= kMaxTomlBytes) {
+      const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
+      const ssize_t got = ::read(fd, chunk, wanted);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{name, 0, 0},
+                                 str("read failed: ", std::strerror(errno)), {}, {}});
+        return std::nullopt;
+      }
+      if (got == 0) break;
+      file.text.append(chunk, static_cast<std::size_t>(got));
+    }
+    if (file.text.size() > kMaxTomlBytes) {
+      too_large(file.text, name, out);
+      return std::nullopt;
+    }
+    file.sha256 = sha256_hex(file.text);
+    return file;
+  } catch (const std::bad_alloc&) {
+    out_of_memory(name, out);
+    return std::nullopt;
+  }
 }
 
 std::string input_name(const std::string& path) { return path == kStdinPath ? std::string(kStdinName) : path; }

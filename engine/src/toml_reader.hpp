@@ -130,6 +130,9 @@ struct ParsedFile {
   std::string sha256;
 };
 std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out);
+/// read_file for a file already opened (and checked) by the caller: reads `fd` to its end, to the
+/// same size limit; `name` is what diagnostics call it. Does not close `fd`.
+std::optional<ParsedFile> read_descriptor(int fd, const std::string& name, Diagnostics& out);
 
 /// The name diagnostics give standard input (read for capsule::kStdinPath, capsule/load.hpp).
 inline constexpr std::string_view kStdinName = "<stdin>";

@@ -11,6 +11,7 @@
 #include "capsule/escape.hpp"
 #include "capsule/lint.hpp"
 #include "capsule/lint_config.hpp"
+#include "capsule/lint_rule_ids.hpp"
 #include "linked_checkers.hpp"
 #include "linked_handlers.hpp"
 #include "data_dirs.hpp"
@@ -20,7 +21,8 @@ namespace capsule::cli {
 namespace {
 
 /// `--deny` / `--allow` values (repeatable, or comma-separated) as rule overrides. An unknown
-/// rule, allowing a rule that blocks loading, or naming one rule both ways is a usage error.
+/// rule, allowing a rule that blocks loading, or naming one rule both ways is a usage error; a
+/// rule named twice the same way is harmless here (scripts compose flags).
 RuleOverrides rule_overrides(const po::variables_map& vm) {
   const auto values = [&](const char* flag) {
     std::vector<std::string> items;
@@ -34,32 +36,20 @@ RuleOverrides rule_overrides(const po::variables_map& vm) {
     }
     return items;
   };
-  const auto rule = [](const std::string& id, std::string_view flag) -> const LintRule& {
-    if (const LintRule* found = find_lint_rule(std::string_view(id))) return *found;
-    std::vector<std::string_view> ids{"warnings"};
-    for (const LintRule& r : kLintRules) ids.push_back(to_string(r.code));
-    const std::string nearest = nearest_name(id, ids);
-    throw UsageError{str(flag, ": unknown lint rule `", id, "`",
-                         nearest.empty() ? std::string() : str("; did you mean `", nearest, "`?"),
-                         " (`capsule lint --help` lists the rules)")};
-  };
-  RuleOverrides overrides;
-  for (const std::string& id : values("deny")) {
-    if (id == "warnings") overrides.deny_warnings = true;
-    else overrides.deny.push_back(rule(id, "--deny").code);
-  }
-  for (const std::string& id : values("allow")) {
-    const LintRule& allowed = rule(id, "--allow");
-    if (allowed.blocks_loading) {
-      throw UsageError{str("--allow: rule `", id, "` cannot be allowed: a file with that error does not load, so every ",
-                           "other command would still refuse it")};
+  ResolvedRuleIds resolved = resolve_rule_ids(values("deny"), values("allow"));
+  for (const RuleIdProblem& problem : resolved.problems) {
+    const std::string_view flag = problem.list == RuleList::Deny ? "--deny" : "--allow";
+    switch (problem.kind) {
+      case RuleIdProblem::Kind::Repeated: continue;
+      case RuleIdProblem::Kind::Unknown:
+        throw UsageError{str(flag, ": ", describe(problem),
+                             problem.suggestion.empty() ? std::string() : str("; did you mean `", problem.suggestion, "`?"),
+                             " (`capsule lint --help` lists the rules)")};
+      case RuleIdProblem::Kind::CannotBeAllowed: throw UsageError{str(flag, ": ", describe(problem))};
+      case RuleIdProblem::Kind::DeniedAndAllowed: throw UsageError{describe(problem)};
     }
-    if (std::find(overrides.deny.begin(), overrides.deny.end(), allowed.code) != overrides.deny.end()) {
-      throw UsageError{str("rule `", id, "` is both denied and allowed")};
-    }
-    overrides.allow.push_back(allowed.code);
   }
-  return overrides;
+  return std::move(resolved.overrides);
 }
 
 /// The compiled handlers this CLI links, as lint sees them.
@@ -165,15 +155,25 @@ Diagnostics in_named_files(Diagnostics findings, const std::vector<fs::path>& na
 /// the nearest capsule-lint.toml; none with `--no-config`). The file used is named on standard
 /// error, so a verdict never changes without saying why. A file with problems contributes
 /// nothing; its problems go to `problems` and fail the run.
-RuleOverrides configured_rule_overrides(const po::variables_map& vm, const LintScope& scope, Context& ctx,
+RuleOverrides configured_rule_overrides(const po::variables_map& vm, const LintScope& scope,
+                                        const std::optional<fs::path>& work_tree_top, Context& ctx,
                                         Diagnostics& problems) {
   const RuleOverrides from_command_line = rule_overrides(vm);
   const bool no_config = vm["no-config"].as<bool>();  // a switch: always present, true when given
   if (vm.count("config") && no_config) throw UsageError{"--config and --no-config exclude each other"};
   if (no_config) return from_command_line;
   const bool discovered = !vm.count("config");
-  const std::optional<fs::path> file =
-      discovered ? find_lint_config(scope) : std::optional<fs::path>(vm["config"].as<std::string>());
+  std::optional<fs::path> file;
+  if (discovered) {
+    auto found = find_lint_config(scope, work_tree_top);
+    if (!found) {
+      problems = std::move(found.error());
+      return from_command_line;
+    }
+    file = std::move(*found);
+  } else {
+    file = fs::path(vm["config"].as<std::string>());
+  }
   if (!file) return from_command_line;
   ctx.err << "capsule: lint configuration: " << text_escape(file->string()) << "\n";
   auto from_file = read_lint_config(*file, discovered);
@@ -235,8 +235,10 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   if (vm.count("source-root")) scope.source_root = fs::path(vm["source-root"].as<std::string>());
   Workspace workspace = load_workspace(scope.catalog_dirs, scope.profile_dirs, load_options(ctx.env));
   Diagnostics nothing = check_lint_scope(workspace, scope);
+  // Asked of git once: it bounds the configuration search and roots SARIF and GitHub paths.
+  const std::optional<fs::path> work_tree_top = catalogs_work_tree_top(scope);
   Diagnostics config_problems;
-  const RuleOverrides overrides = configured_rule_overrides(vm, scope, ctx, config_problems);
+  const RuleOverrides overrides = configured_rule_overrides(vm, scope, work_tree_top, ctx, config_problems);
 
   HandlerRegistry registry;
   if (auto registered = register_linked_handlers(registry); !registered) {
@@ -264,7 +266,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
   findings.insert(findings.begin(), config_problems.begin(), config_problems.end());
 
   // SARIF and GitHub name files relative to the repository (see annotation_root).
-  const fs::path root = annotation_root(scope);
+  const fs::path root = annotation_root(scope, work_tree_top);
   ctx.out << format_diagnostics(findings, format, CAPSULE_VERSION, root, ctx.out_style);
   std::size_t capsules = 0;
   for (const ModulePtr& m : workspace.modules) capsules += m->capsules.size();

@@ -174,10 +174,17 @@ struct LintScope {
 /// lint must mean something was read.
 Diagnostics check_lint_scope(const Workspace& workspace, const LintScope& scope);
 
+/// The top of the git work tree holding the first catalog directory, or nullopt (no catalog
+/// directory, not a directory, outside a work tree, or git could not say). It asks git, so a run
+/// computes it once and hands it to annotation_root and find_lint_config.
+std::optional<std::filesystem::path> catalogs_work_tree_top(const LintScope& scope);
+
 /// The directory SARIF and GitHub annotations name files relative to: the top of the git work
 /// tree holding the first catalog directory (annotations land on repository paths even when
 /// catalogs live in `ml/catalogs`), else `--source-root`, else the directory above the first
-/// catalog directory.
+/// catalog directory. `work_tree_top` is catalogs_work_tree_top(scope); the one-argument form
+/// asks git itself.
+std::filesystem::path annotation_root(const LintScope& scope, const std::optional<std::filesystem::path>& work_tree_top);
 std::filesystem::path annotation_root(const LintScope& scope);
 
 /// `--deny RULE`, `--allow RULE` and `--deny warnings`, and a configuration file's severities

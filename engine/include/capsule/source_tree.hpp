@@ -43,6 +43,11 @@ int open_beneath(int root_fd, std::string_view relative, int flags, bool use_ope
 /// absolute path (so paths under it stay relative), or nullopt outside a work tree or without git.
 std::optional<std::filesystem::path> git_work_tree_top(const std::filesystem::path& dir);
 
+/// Whether `dir` or a directory above it has a `.git` entry: a repository, whether or not git can
+/// read it. Where git_work_tree_top finds nothing but this holds, git refused the repository
+/// (safe.directory, a broken `.git`) or is missing, and the tree's extent is unknown.
+bool inside_repository(const std::filesystem::path& dir);
+
 class SourceTree {
  public:
   /// Opens `root`. Never throws; `problem()` says why the tree cannot be read.
