@@ -20,6 +20,11 @@ case $shell in
 esac
 
 failures=0
+# A home of our own holding a profiles folder with one profile: names follow the data the command
+# line names, and `~/profiles` must reach `completions --list` expanded, as the shell would.
+home=$work/home-$shell
+mkdir -p "$home/profiles"
+sed 's/^name = .*/name = "mine_only"/' "$source_dir/profiles/checked_cpu.toml" > "$home/profiles/mine.toml"
 if [ "$shell" = zsh ]; then
   # zsh's completion system needs a terminal; its builtins are stubbed instead (compadd prints
   # what it is offered, unfiltered), and _capsule runs with `words` and CURRENT set.
@@ -50,6 +55,11 @@ if [ "$shell" = zsh ]; then
   expect_offered "run mlp_reg" "mlp_regression"
   expect_offered "plan --graph x" "files:"
   expect_offered "lint --root x" "files:-/"
+  # A profile is a name or a file: files once the word looks like a path, as in bash and fish.
+  expect_offered "plan --profile x.toml" "files:"
+  expect_offered "plan --profile ./x" "files:"
+  expect_offered "plan --profiles $home/profiles --profile m" "mine_only"
+  HOME=$home expect_offered "plan --profiles ~/profiles --profile m" "mine_only"
   [ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
   exit 0
 fi
@@ -73,6 +83,9 @@ if [ "$shell" = fish ]; then
   expect "plan --ops matmul,rel" "matmul,relu"
   expect "lint --deny warn" "warnings"
   expect "run mlp_reg" "mlp_regression"
+  expect "plan --profile $home/profiles/mi" "$home/profiles/mine.toml"
+  expect "plan --profiles $home/profiles --profile m" "mine_only"
+  HOME=$home expect "plan --profiles ~/profiles --profile m" "mine_only"
   [ "$failures" -eq 0 ] || { echo "$failures completion(s) differ"; exit 1; }
   exit 0
 fi
@@ -107,10 +120,10 @@ expect "run mlp_reg" "mlp_regression"
 expect "list pro" "profiles"
 expect "completions z" "zsh"
 expect "check --assurance allow-" "allow-trusted-runtime"
-# Names follow the data the command line names: a profiles folder with one profile of our own.
-mkdir -p "$work/profiles"
-sed 's/^name = .*/name = "mine_only"/' "$source_dir/profiles/checked_cpu.toml" > "$work/profiles/mine.toml"
-expect "plan --profiles $work/profiles --profile m" "mine_only"
+# Names follow the data the command line names; a profile file is offered once the word is a path.
+expect "plan --profiles $home/profiles --profile m" "mine_only"
+HOME=$home expect "plan --profiles ~/profiles --profile m" "mine_only"
+expect "plan --profile $home/profiles/mi" "$home/profiles/mine.toml"
 expect "--color never plan --root $source_dir --ops matmul,rel" "matmul,relu"
 # The script trusts no name it is given: a program answering --list with shell syntax gets only
 # its plain names completed, and nothing it printed runs.

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "capsule/escape.hpp"
 #include "capsule/examples.hpp"
 #include "capsule/lint.hpp"
+#include "capsule/text.hpp"
 #include "test_support.hpp"
 
 using capsule::testing::CliRun;
@@ -28,22 +30,132 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
+/// The words of `text`, split at spaces, line ends, `|` and `"`.
+std::vector<std::string> tokens(std::string_view text) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char c : std::string(text) + " ") {
+    if (c == ' ' || c == '\n' || c == '|' || c == '"') {
+      if (!word.empty()) out.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  return out;
+}
+
+/// How a command's section of a script lists its flags: every flag offered after `-`, and the
+/// flags whose value it completes.
+struct Section {
+  bool found = false;
+  std::set<std::string> offered;
+  std::set<std::string> valued;
+  std::string text;
+};
+
+/// bash and zsh: the `case $cmd` arm of `name` (`''` before any command), from `    NAME)` to
+/// its closing `      return ;;`. Flags are offered by its `if [[ $cur == -* ]]` line (or, before a
+/// command, its only offer line); their values completed by the arms of its `case $prev`.
+Section case_arm(const std::string& script, std::string_view name) {
+  Section section;
+  const std::size_t start = script.find(capsule::str("\n    ", name, ")\n"));
+  if (start == std::string::npos) return section;
+  const std::size_t end = script.find("\n      return ;;\n", start);
+  section.found = end != std::string::npos;
+  section.text = script.substr(start, end - start);
+  for (const std::string& line : lines(section.text)) {
+    if (line.starts_with("        -")) {
+      for (const std::string& flag : tokens(line.substr(0, line.find(')')))) section.valued.insert(flag);
+    }
+    const bool offer = line.starts_with("      if [[ $cur == -* ]]; then ") ||
+                       (name == "''" && (line.starts_with("      _capsule_words") || line.starts_with("      compadd")));
+    if (!offer) continue;
+    for (const std::string& word : tokens(line.substr(0, line.find("; return")))) {
+      if (word.starts_with("-") && word != "-*" && word != "--") section.offered.insert(word);
+    }
+  }
+  return section;
+}
+
+/// fish: the `complete` lines under `condition`: their `-l NAME` and `-s X`; those with `-x` or
+/// `-r` take a value.
+Section fish_lines(const std::string& script, std::string_view condition) {
+  Section section;
+  const std::string head = capsule::str("complete -c capsule -n '", condition, "' ");
+  for (const std::string& line : lines(script)) {
+    if (!line.starts_with(head)) continue;
+    section.found = true;
+    section.text += line + "\n";
+    const std::vector<std::string> words = tokens(line.substr(head.size()));
+    std::vector<std::string> flags;
+    bool valued = false;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == "-l" && i + 1 < words.size()) flags.push_back("--" + words[i + 1]);
+      if (words[i] == "-s" && i + 1 < words.size()) flags.push_back("-" + words[i + 1]);
+      valued |= words[i] == "-x" || words[i] == "-r";
+    }
+    for (const std::string& flag : flags) {
+      section.offered.insert(flag);
+      if (valued) section.valued.insert(flag);
+    }
+  }
+  return section;
+}
+
+/// What a command's section must hold: exactly its table flags, no other command's.
+Section expected(const std::vector<const FlagSpec*>& flags) {
+  Section section;
+  for (const FlagSpec* f : flags) {
+    if (f->positional != 0) continue;
+    std::vector<std::string> spellings{"--" + std::string(f->name)};
+    if (f->short_name != 0) spellings.push_back(std::string("-") + f->short_name);
+    for (const std::string& spelling : spellings) {
+      section.offered.insert(spelling);
+      if (f->kind != ValueKind::None) section.valued.insert(spelling);
+    }
+  }
+  return section;
+}
+
+std::string listed(const std::set<std::string>& words) {
+  std::string out;
+  for (const std::string& word : words) out += word + " ";
+  return out;
+}
+
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("each completion script names every command and every flag it offers") {
-    for (const char* shell : {"bash", "zsh", "fish"}) {
+  TEST_CASE("each completion script gives every command exactly its own flags, and their values") {
+    for (const std::string shell : {"bash", "zsh", "fish"}) {
       const CliRun run = capsule::testing::run_cli({"completions", shell});
       REQUIRE(run.status == 0);
+      const bool fish = shell == "fish";
       for (const CommandSpec& spec : command_table()) {
+        const Section got = fish ? fish_lines(run.out, "__capsule_using " + std::string(spec.name))
+                                 : case_arm(run.out, spec.name);
+        CHECK_MESSAGE(got.found != spec.hidden, shell << " " << spec.name);
         if (spec.hidden) continue;
-        CHECK_MESSAGE(has(run.out, std::string(spec.name)), shell << " " << spec.name);
-        for (const FlagSpec* f : all_flags(spec.command)) {
-          if (f->positional != 0) continue;
-          // fish names a flag `-l NAME`, bash and zsh `--NAME`.
-          const std::string written = std::string(shell) == "fish" ? "-l " + std::string(f->name) : "--" + std::string(f->name);
-          CHECK_MESSAGE(has(run.out, written), shell << " " << spec.name << " " << written);
-        }
+        const Section want = expected(all_flags(spec.command));
+        CHECK_MESSAGE(listed(got.offered) == listed(want.offered), shell << " " << spec.name << " offers");
+        CHECK_MESSAGE(listed(got.valued) == listed(want.valued), shell << " " << spec.name << " completes values of");
+      }
+      // Before any command: the commands, the global flags and --version.
+      std::vector<const FlagSpec*> leading;
+      for (const FlagSpec& f : global_flags()) leading.push_back(&f);
+      leading.push_back(&version_flag());
+      const Section before = fish ? fish_lines(run.out, "not __capsule_command") : case_arm(run.out, "''");
+      REQUIRE_MESSAGE(before.found, shell);
+      CHECK_MESSAGE(listed(before.offered) == listed(expected(leading).offered), shell);
+      CHECK_MESSAGE(listed(before.valued) == listed(expected(leading).valued), shell);
+      for (const CommandSpec& spec : command_table()) {
+        const std::vector<std::string> words = tokens(before.text);
+        const bool offered = std::find_if(words.begin(), words.end(), [&](const std::string& word) {
+                               return word == spec.name || word == "'" + std::string(spec.name) ||
+                                      word == std::string(spec.name) + "'";
+                             }) != words.end();
+        CHECK_MESSAGE(offered != spec.hidden, shell << " offers the command " << spec.name);
       }
     }
     CHECK(capsule::testing::run_cli({"completions", "tcsh"}).status == 2);

@@ -22,17 +22,18 @@ constexpr std::string_view kOverviewHead =
     "usage: capsule <command> [options]\n\n"
     "commands:\n";
 
-constexpr std::string_view kOverviewTail =
-    "\nRun `capsule <command> --help` for a command's options. Catalogs and profiles come from\n"
-    "--catalogs/--profiles, else CAPSULE_CATALOGS/CAPSULE_PROFILES, else the catalogs/ and profiles/\n"
-    "of --root DIR, else of the working directory or its nearest parent holding either, else the\n"
-    "data installed next to the binary. Every command names the folders it loaded on stderr.\n\n"
-    "--color auto|always|never, before or after the command, colours the text output (auto: on a\n"
-    "terminal, unless NO_COLOR is set).\n\n"
-    "exit status: 0 success; 1 a plan, check, gate, lint or session rejected something;\n"
-    "             2 usage error or files that fail to load\n";
+/// `text` with every line but the first indented by `indent` spaces.
+std::string indented(std::string_view text, std::size_t indent) {
+  std::string out;
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out.append(indent, ' ');
+  }
+  return out;
+}
 
-/// The overview: its commands section comes from the command table.
+/// The overview: its commands section comes from the command table, the data sources and exit
+/// status from the texts the man page shares.
 std::string overview() {
   std::string out(kOverviewHead);
   for (const CommandSpec& spec : command_table()) {
@@ -41,25 +42,30 @@ std::string overview() {
     name.resize(std::max<std::size_t>(name.size() + 1, 12), ' ');
     out += str("  ", name, spec.summary, "\n");
   }
-  return out + std::string(kOverviewTail);
+  const FlagSpec& color = global_flag("color");
+  return str(out, "\nRun `capsule <command> --help` for a command's options.\n", kDataSourcesText, "\n\n--color ",
+             join(color.choices, "|"), ", before or after the command, colours the text output (auto: on a\n",
+             "terminal, unless NO_COLOR is set).\n\n", "exit status: ", indented(kExitStatusText, 13), "\n");
 }
 
 /// `--color WHEN` or `--color=WHEN` before the command name; removes it from `args`.
 std::optional<ColorChoice> leading_color(std::vector<std::string>& args) {
+  const FlagSpec& spec = global_flag("color");
+  const std::string flag = str("--", spec.name);
   std::optional<ColorChoice> color;
-  while (!args.empty() && (args[0] == "--color" || args[0].starts_with("--color="))) {
+  while (!args.empty() && (args[0] == flag || args[0].starts_with(flag + "="))) {
     std::string value;
-    if (args[0] == "--color") {
-      if (args.size() < 2) throw UsageError{"--color needs a value: auto, always or never"};
+    if (args[0] == flag) {
+      if (args.size() < 2) throw UsageError{str(flag, " needs a value: ", join(spec.choices, ", "))};
       value = args[1];
       args.erase(args.begin(), args.begin() + 2);
     } else {
-      value = args[0].substr(std::string_view("--color=").size());
+      value = args[0].substr(flag.size() + 1);
       args.erase(args.begin());
     }
-    const ColorChoice choice = parse_choice<ColorChoice>(value, "--color",
-        {{"auto", ColorChoice::Auto}, {"always", ColorChoice::Always}, {"never", ColorChoice::Never}});
-    if (color && *color != choice) throw UsageError{"--color is given twice with different values"};
+    const ColorChoice choice =
+        choice_value<ColorChoice>(value, spec, {ColorChoice::Auto, ColorChoice::Always, ColorChoice::Never});
+    if (color && *color != choice) throw UsageError{str(flag, " is given twice with different values")};
     color = choice;
   }
   return color;

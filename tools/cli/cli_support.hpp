@@ -89,17 +89,23 @@ E parse_choice(const std::string& text, std::string_view flag, const std::vector
                        nearest.empty() ? "" : str("; did you mean `", nearest, "`?"))};
 }
 
-/// The value of a Choice flag of `command`: the table names the choices, `meanings` gives what
-/// each means, in the table's order (so the names live in one place, the command table).
+/// The value of the Choice flag `spec`: the table names the choices, `meanings` gives what each
+/// means, in the table's order (so the names live in one place, the command table).
 template <class E>
-E choice_value(const std::string& text, Command command, std::string_view flag, std::initializer_list<E> meanings,
+E choice_value(const std::string& text, const FlagSpec& spec, std::initializer_list<E> meanings,
                std::string_view shown_as = {}) {
-  const FlagSpec& spec = flag_spec(command, flag);
   CAPSULE_ASSERT(spec.choices.size() == meanings.size(), "a command maps every choice of its flag, in table order");
   std::vector<std::pair<std::string_view, E>> choices;
   auto meaning = meanings.begin();
   for (const std::string& name : spec.choices) choices.emplace_back(name, *meaning++);
-  return parse_choice<E>(text, shown_as.empty() ? str("--", flag) : std::string(shown_as), choices);
+  return parse_choice<E>(text, shown_as.empty() ? str("--", spec.name) : std::string(shown_as), choices);
+}
+
+/// The value of a Choice flag of `command` (choice_value above, with the command's flag).
+template <class E>
+E choice_value(const std::string& text, Command command, std::string_view flag, std::initializer_list<E> meanings,
+               std::string_view shown_as = {}) {
+  return choice_value<E>(text, flag_spec(command, flag), meanings, shown_as);
 }
 
 /// A vocabulary value given on the command line, or a usage error naming the flag, the valid

@@ -211,6 +211,23 @@ const std::vector<FlagSpec>& global_flags() {
   return flags;
 }
 
+const FlagSpec& global_flag(std::string_view name) {
+  for (const FlagSpec& f : global_flags()) {
+    if (f.name == name) return f;
+  }
+  CAPSULE_ASSERT(false, "only flags of the global table are read as global");
+  std::abort();
+}
+
+const FlagSpec& version_flag() {
+  static const FlagSpec version = [] {
+    FlagSpec spec = flag("version", ValueKind::None, "", "print the version (before any command)");
+    spec.short_name = 'V';
+    return spec;
+  }();
+  return version;
+}
+
 std::vector<const FlagSpec*> all_flags(Command command) {
   const CommandSpec& spec = command_spec(command);
   std::vector<const FlagSpec*> flags;

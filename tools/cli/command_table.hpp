@@ -64,6 +64,10 @@ const CommandSpec* find_command(std::string_view name);
 const std::vector<FlagSpec>& data_flags();
 /// Flags every command takes, before or after its name: --color (and --help after it).
 const std::vector<FlagSpec>& global_flags();
+/// The global flag `--name`; a programming error (abort) when there is none.
+const FlagSpec& global_flag(std::string_view name);
+/// --version (-V): taken only in place of a command.
+const FlagSpec& version_flag();
 
 /// Every flag `command` accepts: its own, then the data flags if it loads data, then the global
 /// ones.
@@ -75,6 +79,17 @@ const FlagSpec& flag_spec(Command command, std::string_view name);
 boost::program_options::options_description options_for(Command command);
 /// The flags `command` also takes without their name, in order.
 boost::program_options::positional_options_description positional_for(Command command);
+
+/// Where catalogs and profiles come from, and what the exit status means: one text each for the
+/// overview and the man page (which reflows the line breaks). README.md says the same in prose.
+inline constexpr std::string_view kDataSourcesText =
+    "Catalogs and profiles come from --catalogs/--profiles, else CAPSULE_CATALOGS/CAPSULE_PROFILES,\n"
+    "else the catalogs/ and profiles/ of --root DIR, else of the working directory or its nearest\n"
+    "parent holding either, else the data installed next to the binary. Every command names the\n"
+    "folders it loaded on standard error.";
+inline constexpr std::string_view kExitStatusText =
+    "0 success; 1 a plan, check, gate, lint or session rejected something;\n"
+    "2 usage error or files that fail to load";
 
 /// `--color` values.
 enum class ColorChoice : std::uint8_t { Auto, Always, Never };

@@ -43,11 +43,9 @@ std::string man_page(std::string_view version) {
       ".SH SYNOPSIS\n\\fBcapsule\\fR [\\fB\\-\\-color\\fR \\fIWHEN\\fR] \\fIcommand\\fR [\\fIoptions\\fR]\n.br\n",
       "\\fBcapsule\\fR \\fB\\-\\-version\\fR | \\fB\\-V\\fR | \\fB\\-\\-help\\fR\n",
       ".SH DESCRIPTION\n",
-      roff_escape("capsule decides, before anything runs, which implementation computes each tensor op and on what "
-                  "evidence, from TOML catalogs and profiles, and reports why. Catalogs and profiles come from "
-                  "--catalogs/--profiles, else CAPSULE_CATALOGS/CAPSULE_PROFILES, else the catalogs/ and profiles/ "
-                  "of --root DIR, else of the working directory or its nearest parent holding either, else the "
-                  "data installed next to the binary. Every command names the folders it loaded on standard error."),
+      roff_escape(str("capsule decides, before anything runs, which implementation computes each tensor op and on what "
+                      "evidence, from TOML catalogs and profiles, and reports why. ",
+                      one_line(kDataSourcesText))),
       "\n.SH COMMANDS\n");
   for (const CommandSpec& spec : command_table()) {
     if (spec.hidden) continue;
@@ -66,7 +64,7 @@ std::string man_page(std::string_view version) {
   out += ".SH GLOBAL OPTIONS\n";
   out += roff_escape("Every command takes these, before or after its name.") + "\n";
   for (const FlagSpec& f : global_flags()) out += flag_entry(f);
-  out += str(".TP\n\\fB\\-\\-version\\fR, \\fB\\-V\\fR\n", roff_escape("print the version (before any command)"), "\n");
+  out += flag_entry(version_flag());
   out += str(
       ".SH ENVIRONMENT\n",
       ".TP\n.B NO_COLOR\n", roff_escape("when set and not empty, --color auto writes no colour; --color always still does"),
@@ -74,8 +72,7 @@ std::string man_page(std::string_view version) {
       "\n.TP\n.B CAPSULE_PROFILES\n", roff_escape("profile directories, separated by `:`, when --profiles is not given"),
       "\n.TP\n.B CAPSULE_TODAY\n", roff_escape("the date (YYYY-MM-DD) trust expiry is judged on, instead of the clock"),
       "\n.SH EXIT STATUS\n",
-      roff_escape("0 success; 1 a plan, check, gate, lint or session rejected something; 2 usage error or files "
-                  "that fail to load."),
+      roff_escape(str(one_line(kExitStatusText), ".")),
       "\n.SH SEE ALSO\n", roff_escape("capsule completions bash|zsh|fish prints shell completions. The project's "
                                       "docs/ describe the catalog and profile formats."),
       "\n");
