@@ -14,6 +14,7 @@
 #include "capsule/checkers/standard.hpp"
 #include "capsule/runtime/checker.hpp"
 #include "capsule/text.hpp"
+#include "multi_dot.hpp"  // handlers/checkers/src: the kernels under the product check
 #include "test_support.hpp"
 
 using namespace capsule;
@@ -244,6 +245,56 @@ TEST_SUITE("checkers") {
         REQUIRE_FALSE(v.passed);
         CHECK(v.worst.index == 48 + 3 * 6);
         CHECK(v.worst.residual > v.worst.bound);
+      }
+    }
+  }
+
+  TEST_CASE("the Freivalds row kernels give every row's dots and absolute sum, blocked or not, as a plain loop") {
+    // Rows 0 to 9 (blocks of four and the rows after them), lengths 0 to 13 (vector body and
+    // tail), 1 to 3 rounds (pairs of rounds and a single one), weighted and not, rows further
+    // apart than their length; the dispatched kernels (AVX2 here) and the portable loops both.
+    CheckerRng values(21);
+    auto value = [&values] { return static_cast<double>(values.next() >> 11) * 0x1p-50 - 4.0; };
+    for (std::int64_t rows = 0; rows <= 9; ++rows) {
+      for (std::int64_t len = 0; len <= 13; ++len) {
+        for (std::int64_t rounds = 1; rounds <= 3; ++rounds) {
+          for (const bool weighted : {false, true}) {
+            const std::int64_t ld = len + 3;
+            std::vector<float> x(static_cast<std::size_t>(std::max<std::int64_t>(rows * ld, 1)));
+            for (float& v : x) v = static_cast<float>(value());
+            std::vector<double> y(static_cast<std::size_t>(rounds * (len + 1) + 1));
+            for (double& v : y) v = value();
+            std::vector<double> w(static_cast<std::size_t>(len + 1));
+            for (double& v : w) v = std::fabs(value());
+            const std::int64_t ys = len + 1;
+            std::vector<double> want_dots(static_cast<std::size_t>(rows * rounds)), want_abs(static_cast<std::size_t>(rows));
+            for (std::int64_t i = 0; i < rows; ++i) {
+              for (std::int64_t j = 0; j < len; ++j) {
+                const double v = x[static_cast<std::size_t>(i * ld + j)];
+                for (std::int64_t r = 0; r < rounds; ++r) {
+                  want_dots[static_cast<std::size_t>(i * rounds + r)] += v * y[static_cast<std::size_t>(r * ys + j)];
+                }
+                want_abs[static_cast<std::size_t>(i)] += std::fabs(v) * (weighted ? w[static_cast<std::size_t>(j)] : 1.0);
+              }
+            }
+            for (const bool portable : {false, true}) {
+              INFO("rows " << rows << ", len " << len << ", rounds " << rounds << ", weighted " << weighted
+                           << ", portable " << portable);
+              std::vector<double> dots(want_dots.size(), -1.0), abs_sums(want_abs.size(), -1.0);
+              const double* wp = weighted ? w.data() : nullptr;
+              if (portable) {
+                checkers::detail::multi_dot_rows_portable(x.data(), rows, ld, len, y.data(), ys, rounds, wp,
+                                                          dots.data(), abs_sums.data());
+              } else {
+                checkers::multi_dot_rows(x.data(), rows, ld, len, y.data(), ys, rounds, wp, dots.data(),
+                                         abs_sums.data());
+              }
+              // Sums of at most 13 terms of magnitude <= 16 in another order: within 1e-12.
+              for (std::size_t q = 0; q < dots.size(); ++q) CHECK(std::fabs(dots[q] - want_dots[q]) <= 1e-12);
+              for (std::size_t q = 0; q < abs_sums.size(); ++q) CHECK(std::fabs(abs_sums[q] - want_abs[q]) <= 1e-12);
+            }
+          }
+        }
       }
     }
   }

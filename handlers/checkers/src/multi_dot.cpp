@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -11,8 +12,18 @@
 namespace capsule::checkers {
 namespace {
 
+/// Calls chunk(first, two) for the rounds in chunks of two, `two` saying whether the chunk holds
+/// two rounds or the last one: one pass over the rows per chunk, the absolute sums riding on the
+/// first (first == 0).
+template <class Chunk>
+[[gnu::always_inline]] inline void for_round_pairs(std::int64_t rounds, Chunk&& chunk) {
+  for (std::int64_t first = 0; first < rounds; first += 2) chunk(first, rounds - first >= 2);
+}
+
+// ---- portable ----------------------------------------------------------------------------------
+
 // Eight independent partial sums per round: enough to fill two AVX2 or one AVX-512 register of
-// doubles and to hide the adder's latency.
+// doubles and to hide the adder's latency, if the compiler vectorises them.
 constexpr std::size_t kLanes = 8;
 constexpr std::int64_t kL = static_cast<std::int64_t>(kLanes);
 
@@ -44,36 +55,36 @@ template <class T, std::size_t R, bool Weighted>
     for (std::int64_t l = 0; l < kL; ++l) total += acc[r][l];
     dots[r] = total;
   }
-  double total = 0.0;
-  for (std::int64_t l = 0; l < kL; ++l) total += abs_acc[l];
-  *abs_sum = total;
+  if (abs_sum != nullptr) {
+    double total = 0.0;
+    for (std::int64_t l = 0; l < kL; ++l) total += abs_acc[l];
+    *abs_sum = total;
+  }
 }
 
-/// Rounds in chunks of two (one pass over x per chunk); the absolute sum rides on the first.
+template <class T, std::size_t R>
+void dot_portable(const T* x, std::int64_t len, const double* y, std::int64_t ys, const double* w, double* dots,
+                  double* abs_sum) {
+  if (w != nullptr) dot_body<T, R, true>(x, len, y, ys, w, dots, abs_sum);
+  else dot_body<T, R, false>(x, len, y, ys, w, dots, abs_sum);
+}
+
 template <class T>
-[[gnu::always_inline]] inline void multi_dot_body(const T* x, std::int64_t len, const double* y, std::int64_t y_stride,
-                                                  std::int64_t rounds, const double* w, double* dots, double* abs_sum) {
-  double unused = 0.0;
-  for (std::int64_t first = 0; first < rounds; first += 2) {
-    double* abs_out = first == 0 ? abs_sum : &unused;
-    const double* yr = y + first * y_stride;
-    if (rounds - first >= 2) {
-      if (w != nullptr) {
-        dot_body<T, 2, true>(x, len, yr, y_stride, w, dots + first, abs_out);
-      } else {
-        dot_body<T, 2, false>(x, len, yr, y_stride, w, dots + first, abs_out);
-      }
-    } else if (w != nullptr) {
-      dot_body<T, 1, true>(x, len, yr, y_stride, w, dots + first, abs_out);
-    } else {
-      dot_body<T, 1, false>(x, len, yr, y_stride, w, dots + first, abs_out);
-    }
+void dot_rows_portable(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                       std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for_round_pairs(rounds, [&](std::int64_t first, bool two) {
+      double* abs_out = first == 0 ? abs_sums + i : nullptr;
+      double* dots_out = dots + i * rounds + first;
+      if (two) dot_portable<T, 2>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_out);
+      else dot_portable<T, 1>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_out);
+    });
   }
 }
 
 template <class T>
-[[gnu::always_inline]] inline void multi_axpy_body(const T* x, std::int64_t len, const double* coeff,
-                                                   std::int64_t rounds, double* s, double* abs_acc) {
+void axpy_portable(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
+                   double* abs_acc) {
   for (std::int64_t j = 0; j < len; ++j) abs_acc[j] += std::fabs(static_cast<double>(x[j]));
   for (std::int64_t r = 0; r < rounds; ++r) {
     const double c = coeff[r];
@@ -82,39 +93,11 @@ template <class T>
   }
 }
 
-template <class T>
-void multi_dot_rows_body(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                         std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
-  for (std::int64_t i = 0; i < rows; ++i) multi_dot_body(x + i * ld, len, y, ys, rounds, w, dots + i * rounds, abs_sums + i);
-}
-
-#define CAPSULE_CHECKER_KERNELS(ATTR, SUFFIX)                                                                        \
-  ATTR void multi_dot_rows_##SUFFIX(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len,              \
-                                    const double* y, std::int64_t ys, std::int64_t rounds, const double* w,           \
-                                    double* dots, double* abs_sums) {                                                 \
-    multi_dot_rows_body(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);                                          \
-  }                                                                                                                   \
-  ATTR void multi_dot_rows_##SUFFIX(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len,             \
-                                    const double* y, std::int64_t ys, std::int64_t rounds, const double* w,           \
-                                    double* dots, double* abs_sums) {                                                 \
-    multi_dot_rows_body(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);                                          \
-  }                                                                                                                   \
-  ATTR void multi_axpy_##SUFFIX(const float* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s, \
-                                double* abs_acc) {                                                                    \
-    multi_axpy_body(x, len, coeff, rounds, s, abs_acc);                                                               \
-  }                                                                                                                   \
-  ATTR void multi_axpy_##SUFFIX(const double* x, std::int64_t len, const double* coeff, std::int64_t rounds,          \
-                                double* s, double* abs_acc) {                                                         \
-    multi_axpy_body(x, len, coeff, rounds, s, abs_acc);                                                               \
-  }
-
-CAPSULE_CHECKER_KERNELS(, portable)
-#undef CAPSULE_CHECKER_KERNELS
+// ---- AVX2 with FMA -----------------------------------------------------------------------------
 
 #if defined(__x86_64__)
-// AVX2 with FMA, written with intrinsics: GCC's auto-vectoriser shuffles the partial sums of the
-// portable body instead of keeping them in registers. Four doubles per register, two registers
-// per round in flight.
+// Written with intrinsics: GCC's auto-vectoriser shuffles the partial sums of the portable body
+// instead of keeping them in registers. Four doubles per register.
 #define CAPSULE_AVX2 __attribute__((target("avx2,fma")))
 
 CAPSULE_AVX2 inline __m256d load4(const float* x) { return _mm256_cvtps_pd(_mm_loadu_ps(x)); }
@@ -125,58 +108,10 @@ CAPSULE_AVX2 inline double hsum(__m256d v) {
   return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
 }
 
-template <class T, int R, bool Weighted>
-CAPSULE_AVX2 void dot_avx2(const T* x, std::int64_t len, const double* y, std::int64_t ys, const double* w,
-                           double* dots, double* abs_sum) {
-  const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-  __m256d acc[static_cast<std::size_t>(R)][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_pd();
-  __m256d abs0 = _mm256_setzero_pd(), abs1 = _mm256_setzero_pd();
-  std::int64_t j = 0;
-  for (; j + 8 <= len; j += 8) {
-    const __m256d v0 = load4(x + j), v1 = load4(x + j + 4);
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] = _mm256_fmadd_pd(v0, _mm256_loadu_pd(y + r * ys + j), acc[r][0]);
-      acc[r][1] = _mm256_fmadd_pd(v1, _mm256_loadu_pd(y + r * ys + j + 4), acc[r][1]);
-    }
-    const __m256d a0 = _mm256_and_pd(v0, magnitude), a1 = _mm256_and_pd(v1, magnitude);
-    if constexpr (Weighted) {
-      abs0 = _mm256_fmadd_pd(a0, _mm256_loadu_pd(w + j), abs0);
-      abs1 = _mm256_fmadd_pd(a1, _mm256_loadu_pd(w + j + 4), abs1);
-    } else {
-      abs0 = _mm256_add_pd(a0, abs0);
-      abs1 = _mm256_add_pd(a1, abs1);
-    }
-  }
-  double tail[static_cast<std::size_t>(R) + 1] = {};
-  for (; j < len; ++j) {
-    const double v = static_cast<double>(x[j]);
-    for (int r = 0; r < R; ++r) tail[r] += v * y[r * ys + j];
-    tail[R] += Weighted ? std::fabs(v) * w[j] : std::fabs(v);
-  }
-  for (int r = 0; r < R; ++r) dots[r] = hsum(_mm256_add_pd(acc[r][0], acc[r][1])) + tail[r];
-  *abs_sum = hsum(_mm256_add_pd(abs0, abs1)) + tail[R];
-}
-
-template <class T>
-CAPSULE_AVX2 void multi_dot_avx2(const T* x, std::int64_t len, const double* y, std::int64_t ys, std::int64_t rounds,
-                                 const double* w, double* dots, double* abs_sum) {
-  double unused = 0.0;
-  for (std::int64_t first = 0; first < rounds; first += 2) {
-    double* abs_out = first == 0 ? abs_sum : &unused;
-    const double* yr = y + first * ys;
-    const bool two = rounds - first >= 2;
-    if (two && w != nullptr) dot_avx2<T, 2, true>(x, len, yr, ys, w, dots + first, abs_out);
-    else if (two) dot_avx2<T, 2, false>(x, len, yr, ys, w, dots + first, abs_out);
-    else if (w != nullptr) dot_avx2<T, 1, true>(x, len, yr, ys, w, dots + first, abs_out);
-    else dot_avx2<T, 1, false>(x, len, yr, ys, w, dots + first, abs_out);
-  }
-}
-
-/// Several rows of x against the same y (and w) at once: each y and w vector is loaded once per
-/// block of rows instead of once per row, which halves the loads per element of x; a single row
-/// is load-bound. One accumulator per (row, round) and per row's absolute sum: kRows·(R + 1)
-/// independent chains, enough to hide the FMA latency without a second register per chain.
+/// kRows rows of x against the same y (and w) at once: each y and w vector is loaded once per
+/// block of rows instead of once per row, which halves the loads per element of x at four rows;
+/// one row at a time is bound by those loads. One accumulator per (row, round) and per row's
+/// absolute sum: at four rows, twelve independent chains, enough to hide the FMA latency.
 template <class T, std::size_t R, std::size_t kRows, bool Weighted>
 CAPSULE_AVX2 void dot_rows_avx2(const T* x, std::int64_t ld, std::int64_t len, const double* y, std::int64_t ys,
                                 const double* w, double* dots, std::int64_t dots_stride, double* abs_sums) {
@@ -188,14 +123,18 @@ CAPSULE_AVX2 void dot_rows_avx2(const T* x, std::int64_t ld, std::int64_t len, c
     abs_acc[i] = _mm256_setzero_pd();
   }
   // The rows stream from memory (a product a provider just computed may be out of cache), and
-  // four streams at once outrun the hardware prefetcher: ask for each row's line kAhead bytes on.
+  // several streams at once outrun the hardware prefetcher: ask for each row's line kAhead on.
   constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
   constexpr std::int64_t kAhead = 1024 / static_cast<std::int64_t>(sizeof(T));
   std::int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
     if (j % kLine == 0) {
       for (std::size_t i = 0; i < kRows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(x + static_cast<std::int64_t>(i) * ld + j + kAhead), _MM_HINT_T0);
+        // Computed as an integer: the address may lie past the matrix (a prefetch never faults),
+        // and pointer arithmetic past an array's end would be undefined.
+        const auto ahead = reinterpret_cast<std::uintptr_t>(x + static_cast<std::int64_t>(i) * ld + j) +
+                           static_cast<std::uintptr_t>(kAhead) * sizeof(T);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
       }
     }
     __m256d yv[R];
@@ -216,43 +155,46 @@ CAPSULE_AVX2 void dot_rows_avx2(const T* x, std::int64_t ld, std::int64_t len, c
       for (std::size_t r = 0; r < R; ++r) tail[r] += v * y[static_cast<std::int64_t>(r) * ys + t];
       tail[R] += Weighted ? std::fabs(v) * w[t] : std::fabs(v);
     }
-    for (std::size_t r = 0; r < R; ++r) dots[static_cast<std::int64_t>(i) * dots_stride + static_cast<std::int64_t>(r)] = hsum(acc[i][r]) + tail[r];
+    for (std::size_t r = 0; r < R; ++r) {
+      dots[static_cast<std::int64_t>(i) * dots_stride + static_cast<std::int64_t>(r)] = hsum(acc[i][r]) + tail[r];
+    }
     if (abs_sums != nullptr) abs_sums[i] = hsum(abs_acc[i]) + tail[R];
   }
 }
 
-/// Blocks of kBlockRows rows (the rounds in chunks of two, the absolute sums riding on the first
-/// chunk), then the last rows one at a time.
-constexpr std::size_t kBlockRows = 4;
-
-template <class T, std::size_t R>
+template <class T, std::size_t R, std::size_t kRows>
 CAPSULE_AVX2 void dot_block_avx2(const T* x, std::int64_t ld, std::int64_t len, const double* y, std::int64_t ys,
                                  const double* w, double* dots, std::int64_t dots_stride, double* abs_sums) {
-  if (w != nullptr) dot_rows_avx2<T, R, kBlockRows, true>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
-  else dot_rows_avx2<T, R, kBlockRows, false>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
+  if (w != nullptr) dot_rows_avx2<T, R, kRows, true>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
+  else dot_rows_avx2<T, R, kRows, false>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
 }
 
+/// Blocks of four rows, then the last rows one at a time.
+constexpr std::int64_t kBlockRows = 4;
+
 template <class T>
-CAPSULE_AVX2 void multi_dot_rows_avx2(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
-                                      const double* y, std::int64_t ys, std::int64_t rounds, const double* w,
-                                      double* dots, double* abs_sums) {
-  std::int64_t i = 0;
-  for (; i + static_cast<std::int64_t>(kBlockRows) <= rows; i += static_cast<std::int64_t>(kBlockRows)) {
-    const T* block = x + i * ld;
-    for (std::int64_t first = 0; first < rounds; first += 2) {
-      double* abs_out = first == 0 ? abs_sums + i : nullptr;
+CAPSULE_AVX2 void dot_rows_avx2_all(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
+                                    const double* y, std::int64_t ys, std::int64_t rounds, const double* w,
+                                    double* dots, double* abs_sums) {
+  for (std::int64_t i = 0; i < rows;) {
+    const bool block = rows - i >= kBlockRows;
+    for_round_pairs(rounds, [&](std::int64_t first, bool two) {
+      const T* xi = x + i * ld;
       const double* yr = y + first * ys;
       double* dots_out = dots + i * rounds + first;
-      if (rounds - first >= 2) dot_block_avx2<T, 2>(block, ld, len, yr, ys, w, dots_out, rounds, abs_out);
-      else dot_block_avx2<T, 1>(block, ld, len, yr, ys, w, dots_out, rounds, abs_out);
-    }
+      double* abs_out = first == 0 ? abs_sums + i : nullptr;
+      if (block && two) dot_block_avx2<T, 2, kBlockRows>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else if (block) dot_block_avx2<T, 1, kBlockRows>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else if (two) dot_block_avx2<T, 2, 1>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else dot_block_avx2<T, 1, 1>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+    });
+    i += block ? kBlockRows : 1;
   }
-  for (; i < rows; ++i) multi_dot_avx2(x + i * ld, len, y, ys, rounds, w, dots + i * rounds, abs_sums + i);
 }
 
 template <class T>
-CAPSULE_AVX2 void multi_axpy_avx2(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
-                                  double* abs_acc) {
+CAPSULE_AVX2 void axpy_avx2(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
+                            double* abs_acc) {
   const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
   std::int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
@@ -272,6 +214,8 @@ CAPSULE_AVX2 void multi_axpy_avx2(const T* x, std::int64_t len, const double* co
 #undef CAPSULE_AVX2
 #endif
 
+// ---- dispatch ----------------------------------------------------------------------------------
+
 enum class Isa { Portable, Avx2 };
 
 Isa isa() {
@@ -290,9 +234,9 @@ void dispatch_dot_rows(const T* x, std::int64_t rows, std::int64_t ld, std::int6
                        std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
   switch (isa()) {
 #if defined(__x86_64__)
-    case Isa::Avx2: return multi_dot_rows_avx2(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+    case Isa::Avx2: return dot_rows_avx2_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
 #endif
-    default: return multi_dot_rows_portable(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+    default: return dot_rows_portable(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
   }
 }
 
@@ -300,9 +244,9 @@ template <class T>
 void dispatch_axpy(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s, double* abs_acc) {
   switch (isa()) {
 #if defined(__x86_64__)
-    case Isa::Avx2: return multi_axpy_avx2(x, len, coeff, rounds, s, abs_acc);
+    case Isa::Avx2: return axpy_avx2(x, len, coeff, rounds, s, abs_acc);
 #endif
-    default: return multi_axpy_portable(x, len, coeff, rounds, s, abs_acc);
+    default: return axpy_portable(x, len, coeff, rounds, s, abs_acc);
   }
 }
 
@@ -324,5 +268,18 @@ void multi_axpy(const double* x, std::int64_t len, const double* coeff, std::int
                 double* abs_acc) {
   dispatch_axpy(x, len, coeff, rounds, s, abs_acc);
 }
+
+namespace detail {
+void multi_dot_rows_portable(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                             double* abs_sums) {
+  dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+}
+void multi_dot_rows_portable(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                             double* abs_sums) {
+  dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+}
+}  // namespace detail
 
 }  // namespace capsule::checkers

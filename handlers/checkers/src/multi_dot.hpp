@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The float64 kernels behind Freivalds' check: for each row of a matrix, several dot products
-// (one per round) and an absolute-value sum, the matrix read once. They run with AVX2 and FMA where the CPU has them
+// (one per round) and an absolute-value sum, the matrix read once per two rounds (once in all for
+// the registered checkers' two). They run with AVX2 and FMA where the CPU has them
 // (chosen once at run time, like the reference gemm), else with the portable loops.
 // Any summation order and fused multiply-adds are fine here: the check's tolerance bounds its own
 // rounding with γ, which holds for every order.
@@ -18,6 +19,17 @@ void multi_dot_rows(const float* x, std::int64_t rows, std::int64_t ld, std::int
                     std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots, double* abs_sums);
 void multi_dot_rows(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
                     std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots, double* abs_sums);
+
+namespace detail {
+/// multi_dot_rows's portable loops, whatever the CPU: the tests compare them with the dispatched
+/// kernels and with a plain loop.
+void multi_dot_rows_portable(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                             double* abs_sums);
+void multi_dot_rows_portable(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                             double* abs_sums);
+}  // namespace detail
 
 /// s[ρ·len + j] += coeff[ρ]·x[j] for ρ < rounds, and abs_acc[j] += |x[j]|, over j < len.
 void multi_axpy(const float* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
