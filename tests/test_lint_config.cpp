@@ -305,7 +305,11 @@ allow = ["no-compiled-handler", "no-compiled-handler"]
     CHECK(trust_problem({0, S_IFREG | 0644}, mine_dir, me).empty());
     CHECK(trust_problem({me, S_IFREG | 0664}, {me, S_IFDIR | 0775}, me).empty());  // umask 002, own directory
     CHECK(trust_problem({me, S_IFREG | 0644}, {0, S_IFDIR | 0755}, me).empty());    // a directory only root writes
-    CHECK(trust_problem({0, S_IFREG | 0666}, {0, S_IFDIR | 0777}, 0).empty());      // root trusts root
+    CHECK(trust_problem({0, S_IFREG | 0644}, {0, S_IFDIR | 0777}, 0).empty());      // root trusts root
+    // A file anyone may write is refused whoever owns it, yours and root's alike.
+    CHECK(trust_problem({me, S_IFREG | 0666}, mine_dir, me) == "every user may write it");
+    CHECK(trust_problem({me, S_IFREG | 0602}, mine_dir, me) == "every user may write it");
+    CHECK(trust_problem({0, S_IFREG | 0666}, {0, S_IFDIR | 0755}, 0) == "every user may write it");
     CHECK(trust_problem({other, S_IFREG | 0644}, mine_dir, me) ==
           "it belongs to user 1001, neither you (user 1000) nor root");
     CHECK(trust_problem({0, S_IFREG | 0664}, mine_dir, me) == "it belongs to root but users other than root may write it");

@@ -33,7 +33,7 @@ std::string unknown_rule_help(const std::string& nearest) {
 
 /// The strings of `allow` or `deny` (an array of rule ids) with their positions. Entries of
 /// another type are wrong-type errors, held back in `wrong_types` so the caller reports each
-/// list's problems together, in the list's order.
+/// list's problems together: its wrong types first, then its ids' problems in the list's order.
 struct RuleListEntries {
   std::vector<std::string> ids;
   std::vector<SourceLoc> where;
@@ -141,6 +141,9 @@ std::string trust_problem(const Ownership& file, const Ownership& directory, std
   if (file.owner != euid && (file.mode & kOthersWrite) != 0) {
     return str("it belongs to root but users other than root may write it");
   }
+  // Your own file is still refused when anyone may write it: any local user could rewrite it
+  // between runs. Group write stays allowed there (a umask of 002 gives it).
+  if ((file.mode & S_IWOTH) != 0) return str("every user may write it");
   if (directory.owner != euid && (directory.mode & kOthersWrite) != 0) {
     return str("its directory belongs to user ", directory.owner, ", not you (user ", euid,
                "), and users other than its owner may write it");
