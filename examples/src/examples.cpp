@@ -124,11 +124,25 @@ std::string target_declaration_line(const Run& run) {
   const ProfilePtr profile = run.workspace.find_profile(run.options.profile);
   if (!profile || !profile->target) return {};
   const Target& target = *profile->target;
-  if (target.os == this_build_os() && target.arch == this_build_arch()) return {};
-  return str("target: profile ", text_escape(run.options.profile), " declares ", to_string(target.os), " ",
-             to_string(target.arch), "; this build runs on ", to_string(this_build_os()), " ",
-             to_string(this_build_arch()), ", so the target is a declaration: the plan below runs here, and nothing "
-             "about ", to_string(target.os), " ", to_string(target.arch), " is checked or emulated\n");
+  // Only what the profile declared: an omitted os or arch (Unknown) claims no platform.
+  std::vector<std::string> declared;
+  std::vector<std::string> here;
+  bool differs = false;
+  if (target.os != OperatingSystem::Unknown) {
+    declared.emplace_back(to_string(target.os));
+    here.emplace_back(to_string(this_build_os()));
+    differs = differs || target.os != this_build_os();
+  }
+  if (target.arch != Architecture::Unknown) {
+    declared.emplace_back(to_string(target.arch));
+    here.emplace_back(to_string(this_build_arch()));
+    differs = differs || target.arch != this_build_arch();
+  }
+  if (!differs) return {};
+  const std::string platform = join(declared, " ");
+  return str("target: profile ", text_escape(run.options.profile), " declares ", platform, "; this build runs on ",
+             join(here, " "), ", so the target is a declaration: the plan below runs here, and nothing about ",
+             platform, " is checked or emulated\n");
 }
 
 }  // namespace
