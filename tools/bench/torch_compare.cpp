@@ -664,6 +664,30 @@ void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
         [&] { benchmark::DoNotOptimize(at::matmul_out(into, a, b).data_ptr<float>()); }, 1.2);
   }
   {
+    // A conv small enough that ATen's own time (a few µs) varies less than the target: the
+    // per-call overhead the larger case below cannot tell from this VM's noise.
+    OpAttrs attrs;
+    attrs.padding = {1, 1};
+    const OverheadCase c{"conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", Op::Conv,
+                         {random_tensor({1, 2, 8, 8}, 48), random_tensor({4, 2, 3, 3}, 49), random_tensor({4}, 50)},
+                         attrs};
+    const at::Tensor x = aten_of(c.inputs[0]);
+    const at::Tensor w = aten_of(c.inputs[1]);
+    const at::Tensor bias = aten_of(c.inputs[2]);
+    at::Tensor into = at::empty({1, 4, 8, 8});
+    bench_overhead(
+        verdicts, 20'000 / scale, c,
+        [&] {
+          benchmark::DoNotOptimize(
+              at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
+        },
+        [&] {
+          benchmark::DoNotOptimize(
+              at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
+        },
+        0);
+  }
+  {
     OpAttrs attrs;
     attrs.padding = {1, 1};
     const OverheadCase c{"conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32", Op::Conv,

@@ -201,7 +201,10 @@ bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
 
 RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tensor& result, DType dtype,
                                             std::span<const at::Tensor> borrowed) {
-  at::Tensor owned = result.detach();
+  // Detached so that a result of an external-autograd region keeps no graph alive. A plain
+  // handler's result, computed with grad off below the Autograd kernels, has none: it is kept as
+  // it is, which spares a TensorImpl per call.
+  at::Tensor owned = result.requires_grad() || result.grad_fn() != nullptr ? result.detach() : result;
   if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
     return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", op, ": ATen returned ",
                                                          std::string(c10::toString(owned.scalar_type())), " on ",
@@ -212,8 +215,7 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
     owned = owned.clone(at::MemoryFormat::Contiguous);
     taken.copied = true;
   }
-  const std::vector<std::int64_t> dims = owned.sizes().vec();
-  CAPSULE_TRY(Shape shape, Shape::make(dims));
+  CAPSULE_TRY(Shape shape, Shape::make(std::span<const std::int64_t>(owned.sizes().data(), owned.sizes().size())));
   void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
   const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
   auto kept = std::make_unique<Kept>(Kept{std::move(owned)});

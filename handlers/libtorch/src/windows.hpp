@@ -13,6 +13,7 @@
 #include <ATen/ops/isinf.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <c10/util/SmallVector.h>
 
 #include <cmath>
 #include <cstdint>
@@ -28,20 +29,27 @@ namespace capsule::libtorch {
 
 /// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
 /// prepended for 1-D inputs (`lead` for them).
-inline RuntimeResult<std::vector<std::int64_t>> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
-                                                  std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
+/// One value per axis of the 2-D window ATen runs: held inline, because a conv or pool call
+/// builds four or five of them and a heap allocation each was a measurable part of the provider's
+/// per-call overhead (docs/benchmarks.md, "The LibTorch provider's overhead").
+using AxisValues = c10::SmallVector<std::int64_t, 2>;
+
+inline RuntimeResult<AxisValues> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
+                                          std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
   if (!given.empty() && given.size() != spatial) {
     return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
                                                            " entries; expected ", spatial, " (one per spatial dim) or none"));
   }
-  std::vector<std::int64_t> values = given.empty() ? std::vector<std::int64_t>(spatial, fallback) : given;
-  if (spatial == 1) values.insert(values.begin(), lead);
+  AxisValues values;
+  if (spatial == 1) values.push_back(lead);
+  if (given.empty()) values.append(spatial, fallback);
+  else values.append(given.begin(), given.end());
   return values;
 }
 
 struct Window {
   bool one_d = false;
-  std::vector<std::int64_t> kernel, stride, padding, dilation, output_padding;
+  AxisValues kernel, stride, padding, dilation, output_padding;
   std::vector<std::int64_t> out_dims;  ///< a pool's output shape (ours: [n, c, l] or [n, c, oh, ow])
 };
 
