@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <variant>
 
 #include "capsule/date.hpp"
 #include "capsule/sha256.hpp"
@@ -197,22 +198,25 @@ void out_of_memory(const std::string& path, Diagnostics& out) {
 
 namespace {
 
-/// Reads `in` to its end, up to one byte past the limit and never more (a file may grow, or a
-/// pipe be endless, while we read); `name` is what diagnostics call it.
-std::optional<ParsedFile> read_stream(std::istream& in, const std::string& name, Diagnostics& out) {
+/// Reads through `next(buffer, wanted)` to the end, up to one byte past the limit and never more
+/// (a file may grow, or a pipe be endless, while we read); `next` returns the bytes it read (0 at
+/// the end) or the text of a read error. `name` is what diagnostics call the input.
+template <class Next>
+std::optional<ParsedFile> read_limited(const std::string& name, Diagnostics& out, Next&& next) {
   try {
     // In chunks: most inputs are small, so nothing is allocated up front.
     ParsedFile file;
     char chunk[1 << 16];
     while (file.text.size() <= kMaxTomlBytes) {
       const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
-      in.read(chunk, static_cast<std::streamsize>(wanted));
-      file.text.append(chunk, static_cast<std::size_t>(in.gcount()));
-      if (!in) break;
-    }
-    if (in.bad()) {
-      out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{name, 0, 0}, "read failed", {}, {}});
-      return std::nullopt;
+      const std::variant<std::size_t, std::string> got = next(chunk, wanted);
+      if (const auto* error = std::get_if<std::string>(&got)) {
+        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{name, 0, 0}, *error, {}, {}});
+        return std::nullopt;
+      }
+      const std::size_t bytes = std::get<std::size_t>(got);
+      if (bytes == 0) break;
+      file.text.append(chunk, bytes);
     }
     if (file.text.size() > kMaxTomlBytes) {
       too_large(file.text, name, out);
@@ -224,6 +228,15 @@ std::optional<ParsedFile> read_stream(std::istream& in, const std::string& name,
     out_of_memory(name, out);
     return std::nullopt;
   }
+}
+
+std::optional<ParsedFile> read_stream(std::istream& in, const std::string& name, Diagnostics& out) {
+  return read_limited(name, out, [&in](char* buffer, std::size_t wanted) -> std::variant<std::size_t, std::string> {
+    if (!in) return std::size_t{0};  // the end was reached by the previous read
+    in.read(buffer, static_cast<std::streamsize>(wanted));
+    if (in.bad()) return std::string("read failed");
+    return static_cast<std::size_t>(in.gcount());
+  });
 }
 
 }  // namespace
@@ -245,32 +258,13 @@ std::optional<ParsedFile> read_file(const std::string& path, Diagnostics& out) {
 }
 
 std::optional<ParsedFile> read_descriptor(int fd, const std::string& name, Diagnostics& out) {
-  try {
-    ParsedFile file;
-    char chunk[1 << 16];
-    // Up to one byte past the limit and never more, as read_stream.
-    while (file.text.size() <= kMaxTomlBytes) {
-      const std::size_t wanted = std::min(sizeof chunk, kMaxTomlBytes + 1 - file.text.size());
-      const ssize_t got = ::read(fd, chunk, wanted);
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        out.push_back(Diagnostic{Severity::Error, DiagCode::IoError, SourceLoc{name, 0, 0},
-                                 str("read failed: ", std::strerror(errno)), {}, {}});
-        return std::nullopt;
-      }
-      if (got == 0) break;
-      file.text.append(chunk, static_cast<std::size_t>(got));
+  return read_limited(name, out, [fd](char* buffer, std::size_t wanted) -> std::variant<std::size_t, std::string> {
+    while (true) {
+      const ssize_t got = ::read(fd, buffer, wanted);
+      if (got >= 0) return static_cast<std::size_t>(got);
+      if (errno != EINTR) return str("read failed: ", std::strerror(errno));
     }
-    if (file.text.size() > kMaxTomlBytes) {
-      too_large(file.text, name, out);
-      return std::nullopt;
-    }
-    file.sha256 = sha256_hex(file.text);
-    return file;
-  } catch (const std::bad_alloc&) {
-    out_of_memory(name, out);
-    return std::nullopt;
-  }
+  });
 }
 
 std::string input_name(const std::string& path) { return path == kStdinPath ? std::string(kStdinName) : path; }

@@ -50,6 +50,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -343,13 +344,17 @@ std::string capsules_line(const Session& session) {
   return out;
 }
 
-Tensor random_tensor(std::initializer_list<std::int64_t> dims, std::uint64_t seed) {
+Tensor random_tensor(std::span<const std::int64_t> dims, std::uint64_t seed) {
   const Shape shape = expect(Shape::make(dims), "shape");
   bench::Rng rng{seed};
   std::vector<double> values(static_cast<std::size_t>(shape.numel()));
   // Uniform in [-1, 1) on a 2^-24 grid: exactly representable in float32.
   for (double& v : values) v = static_cast<double>(rng.next() >> 40) / 8388608.0 - 1.0;
   return expect(Tensor::from_values(shape, DType::F32, values), "tensor");
+}
+
+Tensor random_tensor(std::initializer_list<std::int64_t> dims, std::uint64_t seed) {
+  return random_tensor(std::span<const std::int64_t>(dims.begin(), dims.size()), seed);
 }
 
 at::Tensor to_torch(const Tensor& t) {
@@ -644,6 +649,32 @@ void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& 
 
 at::Tensor aten_of(const Tensor& t) { return to_torch(t); }
 
+/// conv2d with padding 1, stride 1 and a bias, x [n, c, h, w] and w [o, c, 3, 3], through our
+/// session against at::convolution and at::convolution_out.
+void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* name, std::vector<std::int64_t> x_dims,
+                         std::vector<std::int64_t> w_dims, std::uint64_t seed) {
+  OpAttrs attrs;
+  attrs.padding = {1, 1};
+  const OverheadCase c{name, Op::Conv,
+                       {random_tensor(x_dims, seed), random_tensor(w_dims, seed + 1), random_tensor({w_dims[0]}, seed + 2)},
+                       attrs};
+  const at::Tensor x = aten_of(c.inputs[0]);
+  const at::Tensor w = aten_of(c.inputs[1]);
+  const at::Tensor bias = aten_of(c.inputs[2]);
+  at::Tensor into = at::empty({x_dims[0], w_dims[0], x_dims[2], x_dims[3]});
+  bench_overhead(
+      verdicts, iters, c,
+      [&] {
+        benchmark::DoNotOptimize(
+            at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
+      },
+      [&] {
+        benchmark::DoNotOptimize(
+            at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
+      },
+      0);
+}
+
 void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
   {
     const OverheadCase c{"add [64, 64] f32", Op::Add, {random_tensor({64, 64}, 41), random_tensor({64, 64}, 42)}, {}};
@@ -663,52 +694,12 @@ void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
         verdicts, 20'000 / scale, c, [&] { benchmark::DoNotOptimize(at::matmul(a, b).data_ptr<float>()); },
         [&] { benchmark::DoNotOptimize(at::matmul_out(into, a, b).data_ptr<float>()); }, 1.2);
   }
-  {
-    // A conv small enough that ATen's own time (a few µs) varies less than the target: the
-    // per-call overhead the larger case below cannot tell from this VM's noise.
-    OpAttrs attrs;
-    attrs.padding = {1, 1};
-    const OverheadCase c{"conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", Op::Conv,
-                         {random_tensor({1, 2, 8, 8}, 48), random_tensor({4, 2, 3, 3}, 49), random_tensor({4}, 50)},
-                         attrs};
-    const at::Tensor x = aten_of(c.inputs[0]);
-    const at::Tensor w = aten_of(c.inputs[1]);
-    const at::Tensor bias = aten_of(c.inputs[2]);
-    at::Tensor into = at::empty({1, 4, 8, 8});
-    bench_overhead(
-        verdicts, 20'000 / scale, c,
-        [&] {
-          benchmark::DoNotOptimize(
-              at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-        },
-        [&] {
-          benchmark::DoNotOptimize(
-              at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-        },
-        0);
-  }
-  {
-    OpAttrs attrs;
-    attrs.padding = {1, 1};
-    const OverheadCase c{"conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32", Op::Conv,
-                         {random_tensor({1, 8, 32, 32}, 45), random_tensor({16, 8, 3, 3}, 46), random_tensor({16}, 47)},
-                         attrs};
-    const at::Tensor x = aten_of(c.inputs[0]);
-    const at::Tensor w = aten_of(c.inputs[1]);
-    const at::Tensor bias = aten_of(c.inputs[2]);
-    at::Tensor into = at::empty({1, 16, 32, 32});
-    bench_overhead(
-        verdicts, 2'000 / scale, c,
-        [&] {
-          benchmark::DoNotOptimize(
-              at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-        },
-        [&] {
-          benchmark::DoNotOptimize(
-              at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-        },
-        0);
-  }
+  // A conv small enough that ATen's own time (a few µs) varies less than the target: the per-call
+  // overhead the larger case cannot tell from this VM's noise.
+  bench_conv_overhead(verdicts, 20'000 / scale, "conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", {1, 2, 8, 8},
+                      {4, 2, 3, 3}, 48);
+  bench_conv_overhead(verdicts, 2'000 / scale, "conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32", {1, 8, 32, 32},
+                      {16, 8, 3, 3}, 45);
 }
 
 /// The LibTorch provider's entries of the fingerprint: its BLAS, core and threads.
