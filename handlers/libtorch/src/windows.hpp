@@ -27,13 +27,13 @@
 namespace capsule::libtorch {
 
 
-/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
-/// prepended for 1-D inputs (`lead` for them).
 /// One value per axis of the 2-D window ATen runs: held inline, because a conv or pool call
 /// builds four or five of them and a heap allocation each was a measurable part of the provider's
 /// per-call overhead (docs/benchmarks.md, "The LibTorch provider's overhead").
 using AxisValues = c10::SmallVector<std::int64_t, 2>;
 
+/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
+/// prepended for 1-D inputs (`lead` for them).
 inline RuntimeResult<AxisValues> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
                                           std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
   if (!given.empty() && given.size() != spatial) {
