@@ -208,17 +208,24 @@ TEST_SUITE("examples") {
                          "\"error\":{\"code\":\"device-unavailable\",\"message\":\"", 0) == 0);
     CHECK(has(json.out, "what would have run under profile `checked_cuda`"));
     CHECK(has(json.err, "error[device-unavailable]: "));
+    // Plain words, not TorchLean's session prefix and "CPU parity stubs".
+    CHECK(has(json.err, "error[device-unavailable]: profile `checked_cuda` targets `cuda`, but this build has no "
+                        "CUDA runtime linked"));
+    CHECK_FALSE(has(json.out + json.err, "torch eager session"));
+    CHECK_FALSE(has(json.out + json.err, "parity stubs"));
   }
 
   TEST_CASE("--show-backend prints the session's backend report") {
     const CliRun r = run({"causal_attention", "--profile", "checked_cpu", "--show-backend"});
     REQUIRE(r.status == 0);
-    CHECK(r.out.rfind("[TorchLean] backend capsules used:\n", 0) == 0);
+    // `capsule run` words the session's log plainly (MessageStyle::Plain).
+    CHECK(r.out.rfind("capsules bound, in the order the session selects them:\n", 0) == 0);
+    CHECK_FALSE(has(r.out, "TorchLean]"));
     CHECK(has(r.out, "  softmax: reference.softmax provider=reference"));
     const CliRun json = run({"causal_attention", "--profile", "checked_cpu", "--show-backend", "--format", "json"});
     REQUIRE(json.status == 0);
     CHECK(capsule::testing::JsonCheck(json.out).one_object());
-    CHECK(has(json.err, "[TorchLean] backend capsules used:"));
+    CHECK(has(json.err, "capsules bound, in the order the session selects them:"));
   }
 
   TEST_CASE("--dump-graph writes the lowered model as a graph file that plans") {

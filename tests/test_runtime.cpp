@@ -313,6 +313,10 @@ providers = ["mps"]
     auto session = Session::open(workspace, testing::reference_handlers(), options);
     REQUIRE_FALSE(session);
     CHECK(session.error().message == "torch eager session: device `metal` has no linked TorchLean execution runtime");
+    options.message_style = MessageStyle::Plain;  // `capsule run`'s wording of the same refusal
+    auto plain = Session::open(workspace, testing::reference_handlers(), options);
+    REQUIRE_FALSE(plain);
+    CHECK(plain.error().message == "device `metal` has no linked execution runtime");
   }
 
   TEST_CASE("an unknown profile names the nearest loaded one") {

@@ -85,6 +85,9 @@ RuntimeResult<Session> open_session(const Run& run, std::vector<Op> preselect, b
   options.profile = run.options.profile;
   options.gradients = gradients;
   options.show_backend = run.options.show_backend;
+  // The examples speak to people at a command line (`capsule run`): refusals and the backend log
+  // without TorchLean's `torch:` prefixes and jargon (docs/decisions.md, "Plain words in capsule run").
+  options.message_style = MessageStyle::Plain;
   options.log = &run.log;
   options.preselect = std::move(preselect);
   options.repro_dir = run.options.repro_dir;

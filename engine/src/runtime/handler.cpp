@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "capsule/runtime/message_style.hpp"
 #include "capsule/text.hpp"
 #include "registration_site.hpp"
 
@@ -130,7 +131,7 @@ RuntimeResult<ExecutableKernel> bind(const AcceptedKernel& kernel, const Handler
   const Capsule& capsule = kernel.capsule();
   const RegisteredHandler* handler = registry.find(capsule.op, capsule.provider, capsule.device);
   if (handler == nullptr) {
-    std::string message = str("torch: `", to_string(kernel.op()), "` selected capsule `", capsule.name, "` (",
+    std::string message = str(kTorchLeanBackendPrefix, "`", to_string(kernel.op()), "` selected capsule `", capsule.name, "` (",
                               to_string(capsule.provider), "/", to_string(capsule.device),
                               "), but no matching executable handler is linked");
     std::vector<std::string> linked;
@@ -145,10 +146,10 @@ RuntimeResult<ExecutableKernel> bind(const AcceptedKernel& kernel, const Handler
   }
   HandlerIdentity identity{handler->spec.name, handler->spec.op, handler->spec.provider, handler->spec.device};
   if (auto mismatch = binding_mismatch(identity, capsule)) {
-    return runtime_error(RuntimeCode::BindingRejected, str("torch: invalid executable backend binding: ", *mismatch));
+    return runtime_error(RuntimeCode::BindingRejected, str(kTorchLeanBackendPrefix, "invalid executable backend binding: ", *mismatch));
   }
   if (auto mismatch = contract_mismatch(handler->spec, capsule)) {
-    return runtime_error(RuntimeCode::BindingRejected, str("torch: invalid executable backend binding: ", *mismatch));
+    return runtime_error(RuntimeCode::BindingRejected, str(kTorchLeanBackendPrefix, "invalid executable backend binding: ", *mismatch));
   }
   return ExecutableKernel(kernel, handler);
 }

@@ -17,6 +17,7 @@
 #include "capsule/capsule.hpp"
 #include "capsule/environment_report.hpp"
 #include "capsule/json.hpp"
+#include "capsule/runtime/message_style.hpp"
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -113,12 +114,12 @@ RuntimeResult<const RegisteredChecker*> bind_checker(const Capsule& capsule, Obl
   const std::string subject = checker_subject(capsule, obligation, evidence.name);
   if (registry == nullptr) {
     return runtime_error(RuntimeCode::BindingRejected,
-                         str("torch: invalid checker binding: ", subject,
+                         str(kTorchLeanBackendPrefix, "invalid checker binding: ", subject,
                              ", but the session was opened without a checker registry; a check is never skipped"));
   }
   const RegisteredChecker* checker = registry->find(evidence.name);
   if (checker == nullptr) {
-    std::string message = str("torch: invalid checker binding: ", subject, ", which is not registered");
+    std::string message = str(kTorchLeanBackendPrefix, "invalid checker binding: ", subject, ", which is not registered");
     std::vector<std::string_view> names;
     for (const RegisteredChecker* c : registry->all()) names.push_back(c->spec.name);
     if (std::string near = nearest_name(evidence.name, names); !near.empty()) {
@@ -133,7 +134,7 @@ RuntimeResult<const RegisteredChecker*> bind_checker(const Capsule& capsule, Obl
   const CheckerJudgement judgement = judge_checker_evidence(capsule, obligation, std::span(&known, 1));
   if (judgement.verdict == CheckerJudgement::Verdict::Mismatch) {
     return runtime_error(RuntimeCode::BindingRejected,
-                         str("torch: invalid checker binding: ", subject, " with coverage `",
+                         str(kTorchLeanBackendPrefix, "invalid checker binding: ", subject, " with coverage `",
                              to_string(evidence.claimed_coverage.value_or(evidence.coverage)), "`, registered at ",
                              checker->site, " for op `",
                              to_string(spec.op), "` on device `", to_string(spec.device), "` (", to_string(spec.obligation),

@@ -30,7 +30,14 @@ struct TapeNode {
   bool released = false;
 };
 
-std::string session_error(std::string_view message) { return str("torch eager session: ", message); }
+std::string session_error(std::string_view message) { return str(kTorchLeanSessionPrefix, message); }
+
+/// `result` with its refusal worded in `style` (restyle).
+template <class T>
+RuntimeResult<T> in_style(RuntimeResult<T> result, MessageStyle style) {
+  if (!result) result.error().message = restyle(std::move(result.error().message), style);
+  return result;
+}
 
 /// Whether a taped call through `kernel` runs the handler's saving forward: exactly when its
 /// backward calls the handler's adjoint kernel, the only reader of the state.
@@ -91,7 +98,10 @@ struct Session::State {
   /// The use record of `op`, which must have been selected.
   CapsuleUse& use_of(Op op) { return uses[static_cast<std::size_t>(use_slot[static_cast<std::size_t>(op)])]; }
 
+  /// The kernel bound to `op`: planned, gated and bound on first use, then cached. A refusal is
+  /// worded in the session's message style.
   RuntimeResult<const ExecutableKernel*> select(Op op);
+  RuntimeResult<const ExecutableKernel*> select_in_torchlean_words(Op op);
   RuntimeResult<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs);
   /// Counts one call of `op`'s `obligation` (value or vjp) and, when its capsule has checker
   /// evidence and the policy selects the call, runs the checker on it. A failed check is a
@@ -132,12 +142,14 @@ class SessionVjpDispatch final : public VjpDispatch {
 
 RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRegistry& handlers,
                                      SessionOptions options) {
-  return open_with(workspace, handlers, nullptr, std::move(options));
+  const MessageStyle style = options.message_style;
+  return in_style(open_with(workspace, handlers, nullptr, std::move(options)), style);
 }
 
 RuntimeResult<Session> Session::open(const Workspace& workspace, const HandlerRegistry& handlers,
                                      const CheckerRegistry& checkers, SessionOptions options) {
-  return open_with(workspace, handlers, &checkers, std::move(options));
+  const MessageStyle style = options.message_style;
+  return in_style(open_with(workspace, handlers, &checkers, std::move(options)), style);
 }
 
 RuntimeResult<Session> Session::open_with(const Workspace& workspace, const HandlerRegistry& handlers,
@@ -168,13 +180,16 @@ RuntimeResult<Session> Session::open_with(const Workspace& workspace, const Hand
       if (device == Device::Cuda) {
         return runtime_error(
             RuntimeCode::DeviceUnavailable,
-            session_error(str("profile `", profile->name,
-                              "` targets `cuda`, but this build has only CPU parity stubs for CUDA (no native CUDA "
-                              "runtime is linked), so there is no usable CUDA device; nothing falls back to the CPU")));
+            session_error(str("profile `", profile->name, "` targets `cuda`, but this build has ",
+                              options.message_style == MessageStyle::TorchLean
+                                  ? "only CPU parity stubs for CUDA (no native CUDA runtime is linked)"
+                                  : "no CUDA runtime linked",
+                              ", so there is no usable CUDA device; nothing falls back to the CPU")));
       }
       return runtime_error(RuntimeCode::DeviceUnavailable,
-                           session_error(str("device `", to_string(device),
-                                             "` has no linked TorchLean execution runtime")));
+                           session_error(str("device `", to_string(device), "` has no linked ",
+                                             options.message_style == MessageStyle::TorchLean ? "TorchLean " : "",
+                                             "execution runtime")));
     }
     if (std::string reason = handlers.probe_device(device); !reason.empty()) {
       return runtime_error(RuntimeCode::DeviceUnavailable,
@@ -197,7 +212,7 @@ RuntimeResult<Session> Session::open_with(const Workspace& workspace, const Hand
   state->use_slot.fill(-1);
   state->options = std::move(options);
   if (state->options.show_backend && state->options.log != nullptr) {
-    *state->options.log << "[TorchLean] backend capsules used:\n";
+    *state->options.log << backend_log_header(state->options.message_style);
   }
   Session session(std::move(state));
   for (Op op : session.state_->options.preselect) {
@@ -231,6 +246,12 @@ std::size_t Session::selection_count() const {
 RuntimeResult<const ExecutableKernel*> Session::select(Op op) { return state_->select(op); }
 
 RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
+  // The cached choice first: this runs before every call of `op`.
+  if (const auto& cached = selected[static_cast<std::size_t>(op)]) return cached.get();
+  return in_style(select_in_torchlean_words(op), options.message_style);
+}
+
+RuntimeResult<const ExecutableKernel*> Session::State::select_in_torchlean_words(Op op) {
   State& s = *this;
   const auto index = static_cast<std::size_t>(op);
   if (s.selected[index]) return s.selected[index].get();
@@ -239,25 +260,25 @@ RuntimeResult<const ExecutableKernel*> Session::State::select(Op op) {
   auto planned = s.planner->plan_op(op);
   if (!planned) {
     return runtime_error(RuntimeCode::PlanningFailed,
-                         str("torch: backend planning failed for `", to_string(op), "`: ", planned.error().render()));
+                         str(kTorchLeanBackendPrefix, "backend planning failed for `", to_string(op), "`: ", planned.error().render()));
   }
   auto accepted = accept(*planned, s.policy);
   if (!accepted) {
     std::vector<std::string> failures;
     for (const AcceptanceFailure& failure : accepted.error()) failures.push_back(failure.message());
     return runtime_error(RuntimeCode::GateRejected,
-                         str("torch: backend planning failed for `", to_string(op), "`: backend profile ",
+                         str(kTorchLeanBackendPrefix, "backend planning failed for `", to_string(op), "`: backend profile ",
                              profile.name, " rejected `", to_string(op), "`: ", join(failures, "; ")));
   }
   if (auto mismatch = eager_request_mismatch(accepted->capsule(), op, s.policy.device)) {
-    return runtime_error(RuntimeCode::BindingRejected, str("torch: invalid eager backend selection: ", *mismatch));
+    return runtime_error(RuntimeCode::BindingRejected, str(kTorchLeanBackendPrefix, "invalid eager backend selection: ", *mismatch));
   }
   CAPSULE_TRY(ExecutableKernel kernel, bind(*accepted, *s.handlers));
   const Capsule& capsule = kernel.capsule();
   if (s.options.gradients && capsule.vjp == VjpMode::TorchleanTape && vjp_rule_uses_adjoint(op) &&
       !kernel.handler().has_backward()) {
     return runtime_error(RuntimeCode::BindingRejected,
-                         str("torch: invalid executable backend binding: the torchlean-tape VJP rule for `",
+                         str(kTorchLeanBackendPrefix, "invalid executable backend binding: the torchlean-tape VJP rule for `",
                              to_string(op), "` needs the adjoint kernel of handler `", kernel.handler().name,
                              "`, which declares none"));
   }

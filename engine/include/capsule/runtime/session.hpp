@@ -25,6 +25,7 @@
 #include "capsule/resolve.hpp"
 #include "capsule/runtime/checker.hpp"
 #include "capsule/runtime/handler.hpp"
+#include "capsule/runtime/message_style.hpp"
 
 namespace capsule {
 
@@ -32,9 +33,11 @@ struct SessionOptions {
   std::string profile;  ///< a profile name in the workspace
   /// Off: the effective policy's VJP mode is `none` (inference); nothing is taped.
   bool gradients = true;
-  /// Print `[TorchLean] backend capsules used:` at open and the detailed report rows of every
-  /// selection to `log`.
+  /// Print backend_log_header (`[TorchLean] backend capsules used:`) at open and the detailed
+  /// report rows of every selection to `log`.
   bool show_backend = false;
+  /// TorchLean's exact refusal and log texts, or plain ones (capsule/runtime/message_style.hpp).
+  MessageStyle message_style = MessageStyle::TorchLean;
   std::ostream* log = nullptr;
   /// Ops to plan, gate and bind at open, so a rejected capsule stops the session before anything
   /// runs. Other ops are selected on first use (and then cached).
