@@ -7,17 +7,28 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <array>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace capsule::libtorch {
 namespace {
 
+/// One op's boundary counters. Atomic, so a handler counts without taking the ledger's lock.
+struct OpCopyCounters {
+  std::atomic<std::uint64_t> conversions{0};
+  std::atomic<std::uint64_t> materialisations{0};
+  std::atomic<std::uint64_t> adoptions{0};
+};
+
 /// Every boundary copy so far, keyed by the op name the handler passes. Keyed by name rather than
-/// by a table of ops, so a handler added later is counted without registering anything.
+/// by a table of ops, so a handler added later is counted without registering anything. Entries
+/// are never removed, so a pointer to one stays valid for the life of the process.
 struct CopyLedger {
   std::mutex mutex;
-  std::map<std::string, LibTorchBoundaryCopies, std::less<>> by_op;
+  std::map<std::string, std::unique_ptr<OpCopyCounters>, std::less<>> by_op;
 };
 
 CopyLedger& copy_ledger() {
@@ -25,12 +36,37 @@ CopyLedger& copy_ledger() {
   return ledger;
 }
 
-void count_copy(std::string_view op, std::uint64_t LibTorchBoundaryCopies::*kind) {
+OpCopyCounters& ledger_entry(std::string_view op) {
   CopyLedger& ledger = copy_ledger();
   const std::lock_guard lock(ledger.mutex);
   auto it = ledger.by_op.find(op);
-  if (it == ledger.by_op.end()) it = ledger.by_op.emplace(std::string(op), LibTorchBoundaryCopies{std::string(op)}).first;
-  ++(it->second.*kind);
+  if (it == ledger.by_op.end()) it = ledger.by_op.emplace(std::string(op), std::make_unique<OpCopyCounters>()).first;
+  return *it->second;
+}
+
+/// The counters of `op`, through a small per-thread cache of the ops this thread counted last:
+/// every adopted output is counted, and the ledger's lock and map lookup were a measurable part
+/// of a small conv2d call's overhead (docs/benchmarks.md). A miss takes the lock once.
+OpCopyCounters& counters_of(std::string_view op) {
+  struct Cached {
+    std::string op;
+    OpCopyCounters* counters = nullptr;
+  };
+  constexpr std::size_t kSlots = 16;
+  thread_local std::array<Cached, kSlots> cache;
+  thread_local std::size_t next_slot = 0;
+  for (const Cached& slot : cache) {
+    if (slot.counters != nullptr && slot.op == op) return *slot.counters;
+  }
+  Cached& slot = cache[next_slot];
+  next_slot = (next_slot + 1) % kSlots;
+  slot.op = std::string(op);
+  slot.counters = &ledger_entry(op);
+  return *slot.counters;
+}
+
+void count_copy(std::string_view op, std::atomic<std::uint64_t> OpCopyCounters::*kind) {
+  (counters_of(op).*kind).fetch_add(1, std::memory_order_relaxed);
 }
 
 at::IntArrayRef dims_of(const Tensor& t) {
@@ -177,7 +213,7 @@ RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DT
 
 void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source) {
   out.copy_(source);
-  count_copy(op, &LibTorchBoundaryCopies::materialisations);
+  count_copy(op, &OpCopyCounters::materialisations);
 }
 
 namespace {
@@ -229,8 +265,8 @@ RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, D
                                 std::span<const at::Tensor> borrowed) {
   CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
   // A copy is a clone ATen allocated, adopted in turn: both are counted.
-  if (taken.copied) count_copy(op, &LibTorchBoundaryCopies::materialisations);
-  if (taken.tensor.numel() > 0) count_copy(op, &LibTorchBoundaryCopies::adoptions);  // none for no elements
+  if (taken.copied) count_copy(op, &OpCopyCounters::materialisations);
+  if (taken.tensor.numel() > 0) count_copy(op, &OpCopyCounters::adoptions);  // none for no elements
   return std::move(taken.tensor);
 }
 
@@ -240,7 +276,7 @@ Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
   return runtime_error(RuntimeCode::InvalidArgument, str("LibTorch ", op, ": ATen rejected the call: ", line));
 }
 
-void count_conversion(Op op) { count_copy(to_string(op), &LibTorchBoundaryCopies::conversions); }
+void count_conversion(Op op) { count_copy(to_string(op), &OpCopyCounters::conversions); }
 
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
   HandlerSpec spec;
@@ -279,14 +315,20 @@ std::uint64_t libtorch_conversion_copies(Op op) {
   libtorch::CopyLedger& ledger = libtorch::copy_ledger();
   const std::lock_guard lock(ledger.mutex);
   const auto it = ledger.by_op.find(to_string(op));
-  return it == ledger.by_op.end() ? 0 : it->second.conversions;
+  return it == ledger.by_op.end() ? 0 : it->second->conversions.load(std::memory_order_relaxed);
 }
 
 std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies() {
   libtorch::CopyLedger& ledger = libtorch::copy_ledger();
   const std::lock_guard lock(ledger.mutex);
   std::vector<LibTorchBoundaryCopies> copies;
-  for (const auto& [op, count] : ledger.by_op) copies.push_back(count);
+  for (const auto& [op, counters] : ledger.by_op) {
+    LibTorchBoundaryCopies entry{op};
+    entry.conversions = counters->conversions.load(std::memory_order_relaxed);
+    entry.materialisations = counters->materialisations.load(std::memory_order_relaxed);
+    entry.adoptions = counters->adoptions.load(std::memory_order_relaxed);
+    copies.push_back(std::move(entry));
+  }
   return copies;
 }
 
