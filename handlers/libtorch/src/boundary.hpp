@@ -9,8 +9,9 @@
 // (permute, expand, slice) are never returned: they are copied into one of our contiguous outputs.
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/InferenceMode.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdint>
 #include <span>
@@ -135,21 +136,18 @@ RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, D
 /// (never a backtrace), so a report stays one line per problem.
 Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what);
 
-/// Runs `body` under c10::InferenceMode (forward and adjoint kernels are plain computations; our
-/// tape owns the backward) and turns an ATen exception into a runtime error naming the op.
-/// InferenceMode is grad off plus dispatch below ATen's Autograd and ADInplaceOrView kernels, and
-/// the tensors made under it carry no version counter or autograd metadata: that spares two
-/// redispatches per ATen call and the version counter of every wrap and result (docs/libtorch.md,
-/// "The boundary"). Its tensors cannot be saved for a backward nor written outside the mode, and
-/// none of ours is: a handler writes only outputs it wrapped inside this guard, its results are
-/// adopted (nothing hands them to ATen again; a later op wraps the storage anew), and the
-/// external-autograd regions, which do record a graph, never run under this guard and wrap their
-/// inputs afresh (aten_call and fresh_view_input in autograd_region.cpp), never the cached views
-/// made here.
+/// Runs `body` with autograd off (forward and adjoint kernels are plain computations; our tape
+/// owns the backward) and turns an ATen exception into a runtime error naming the op.
+/// Dispatch also starts below ATen's Autograd and ADInplaceOrView kernels: with grad off they
+/// record nothing and only bump version counters, and these handlers write only outputs they
+/// allocated a moment ago, never a tensor any ATen graph saved. That saves two redispatches per
+/// ATen call (docs/libtorch.md, "Overhead"). The external-autograd regions, which do record a
+/// graph, never run under this guard (aten_call in autograd_region.cpp).
 template <class Body>
 auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
   try {
-    c10::InferenceMode inference;
+    c10::NoGradGuard no_grad;
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
     return body();
   } catch (const c10::Error& e) {
     return aten_failure(op, e.what_without_backtrace());
