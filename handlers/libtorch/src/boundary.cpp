@@ -218,13 +218,13 @@ void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source) {
 
 namespace {
 
-/// Keeps an ATen tensor (detached: no grad_fn, so never a graph) alive for as long as our storage
-/// over its elements lives.
-struct Kept {
-  at::Tensor tensor;
-};
-
-void release_kept(void* /*data*/, void* context) noexcept { delete static_cast<Kept*>(context); }
+/// The deleter of an adopted result's storage. Its context is the TensorImpl of the ATen tensor
+/// over those elements (detached: no grad_fn, so never a graph), holding the one reference that
+/// keeps them alive: released into a raw pointer, as the cached views are, so that adopting an
+/// output allocates no keeper object.
+void release_adopted(void* /*data*/, void* context) noexcept {
+  ImplPtr::reclaim(static_cast<c10::TensorImpl*>(context));
+}
 
 bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
   for (const at::Tensor& b : borrowed) {
@@ -254,9 +254,9 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
   CAPSULE_TRY(Shape shape, Shape::make(std::span<const std::int64_t>(owned.sizes().data(), owned.sizes().size())));
   void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
   const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
-  auto kept = std::make_unique<Kept>(Kept{std::move(owned)});
-  std::shared_ptr<Storage> storage = Storage::adopt(data, bytes, Device::Cpu, &release_kept, kept.get());
-  kept.release();  // the storage's deleter owns it now
+  std::shared_ptr<Storage> storage =
+      Storage::adopt(data, bytes, Device::Cpu, &release_adopted, owned.unsafeGetTensorImpl());
+  (void)owned.unsafeReleaseTensorImpl();  // adopted: the storage's deleter owns this reference now
   CAPSULE_TRY(taken.tensor, Tensor::over(std::move(storage), shape, dtype));
   return taken;
 }
