@@ -204,7 +204,8 @@ TEST_SUITE("examples") {
                            "\"arch\":\"aarch64\"},\"this_build\":{\"os\":\"" + os + "\",\"arch\":\"" + arch +
                            "\"}},\"capsules_used\":["));
       const CliRun text = run({"causal_attention", "--profile", "macos_cpu"});
-      CHECK(has(text.out, "target: profile macos_cpu declares macos aarch64; this build runs on " + os + " " + arch + ","));
+      CHECK(has(text.out,
+                "target: profile macos_cpu declares macos aarch64; this build runs on " + os + " " + arch + ","));
     }
 
     // Only the declared fields: a target naming just another os compares just the os.
@@ -221,7 +222,8 @@ TEST_SUITE("examples") {
     CHECK(has(os_only.out, "\"target_declaration\":{\"profile\":\"os_only_cpu\",\"declared\":{\"os\":\"" + other_os +
                                "\"},\"this_build\":{\"os\":\"" + os + "\"}},"));
     const CliRun os_only_text = run({"causal_attention", "--profile", file.string()});
-    CHECK(has(os_only_text.out, "target: profile os_only_cpu declares " + other_os + "; this build runs on " + os + ","));
+    CHECK(has(os_only_text.out,
+              "target: profile os_only_cpu declares " + other_os + "; this build runs on " + os + ","));
     std::filesystem::remove(file);
 
     const CliRun plain = run({"causal_attention", "--profile", "checked_cpu", "--format", "json"});
