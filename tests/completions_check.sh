@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives `capsule completions SHELL` the way the shell would. bash: the script is sourced and
 # _capsule is called with COMP_WORDS/COMP_CWORD, and the candidates are compared. fish: the
-# script must parse (`fish -n`) and `complete -C` must give the candidates. zsh: the script must
+# script must parse (`fish -n`) and `complete -C` must give the candidates and, for a command and
+# a few flags, their descriptions. zsh: the script must
 # parse (`zsh -n`) and _capsule, run with zsh's completion builtins stubbed, must offer them. A shell that is not installed is a SKIP (exit 77)
 # with the reason, never a pass.
 # usage: completions_check.sh bash|zsh|fish CAPSULE SOURCE_DIR WORK_DIR
@@ -65,10 +66,25 @@ if [ "$shell" = zsh ]; then
 fi
 if [ "$shell" = fish ]; then
   # fish completes a whole command line with `complete -C`; the script calls `capsule` on PATH.
+  # Each candidate is printed as `candidate<TAB>description`: `expect` compares the candidates,
+  # `expect_described` the whole lines, so the descriptions fish read from the script are checked.
+  completed() {
+    (cd "$source_dir" && PATH="$(dirname "$capsule"):$PATH" fish -c 'source $argv[1]; complete -C $argv[2]' \
+       "$script" "capsule $1" | LC_ALL=C sort)
+  }
+  expect_described() {
+    local line=$1 want=$2 got
+    got=$(completed "$line")
+    if [ "$got" != "$want" ]; then
+      echo "FAIL: capsule $line<TAB> (with descriptions)"; echo "  want: $(echo $want)"; echo "  got:  $(echo $got)"
+      failures=$((failures + 1))
+    else
+      echo "ok: capsule $line<TAB> -> $(echo $got)"
+    fi
+  }
   expect() {
     local line=$1 want=$2 got
-    got=$(cd "$source_dir" && PATH="$(dirname "$capsule"):$PATH" fish -c 'source $argv[1]; complete -C $argv[2]' \
-            "$script" "capsule $line" | LC_ALL=C sort)
+    got=$(completed "$line" | cut -f1)
     if [ "$got" != "$want" ]; then
       echo "FAIL: capsule $line<TAB>"; echo "  want: $(echo $want)"; echo "  got:  $(echo $got)"
       failures=$((failures + 1))
@@ -76,9 +92,13 @@ if [ "$shell" = fish ]; then
       echo "ok: capsule $line<TAB> -> $(echo $got)"
     fi
   }
-  nl=$'\n'
+  nl=$'\n' tab=$'\t'
   expect "pl" "plan"
   expect "plan --pro" "--profile${nl}--profiles"
+  # A command's and a flag's description, as fish shows them; `'` in a help text survives quoting.
+  expect_described "pl" "plan${tab}select one capsule per op or graph node under a profile..."
+  expect_described "run --dump" "--dump-graph${tab}write the model's lowered IR graph"
+  expect_described "check --assu" "--assurance${tab}gate under this assurance instead of the profile's"
   expect "plan --profile che" "checked_cpu${nl}checked_cuda"
   expect "plan --ops matmul,rel" "matmul,relu"
   expect "lint --deny warn" "warnings"

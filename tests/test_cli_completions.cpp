@@ -10,6 +10,7 @@
 #include <string>
 
 #include "command_table.hpp"
+#include "completion_common.hpp"
 #include "completion_scripts.hpp"
 #include "capsule/escape.hpp"
 #include "capsule/examples.hpp"
@@ -86,8 +87,10 @@ Section fish_lines(const std::string& script, std::string_view condition) {
   for (const std::string& line : lines(script)) {
     if (!line.starts_with(head)) continue;
     section.found = true;
-    section.text += line + "\n";
-    const std::vector<std::string> words = tokens(line.substr(head.size()));
+    section.text += line.substr(0, line.find(" -d '")) + "\n";
+    // The description (`-d '…'`, last on the line) is prose, not flags.
+    const std::string body = line.substr(head.size(), line.find(" -d '") - head.size());
+    const std::vector<std::string> words = tokens(body);
     std::vector<std::string> flags;
     bool valued = false;
     for (std::size_t i = 0; i < words.size(); ++i) {
@@ -160,6 +163,49 @@ TEST_SUITE("cli") {
     }
     CHECK(capsule::testing::run_cli({"completions", "tcsh"}).status == 2);
     CHECK(capsule::testing::run_cli({"completions"}).status == 2);
+  }
+
+  TEST_CASE("fish completions describe each command and flag by the first clause of its help") {
+    const CliRun run = capsule::testing::run_cli({"completions", "fish"});
+    REQUIRE(run.status == 0);
+    // A command: its summary, cut at the last word that fits in 60 characters with the `...`.
+    CHECK(has(run.out, "complete -c capsule -n 'not __capsule_command' -a plan "
+                       "-d 'select one capsule per op or graph node under a profile...'\n"));
+    CHECK(has(run.out, "complete -c capsule -n 'not __capsule_command' -a list -d 'list capsules, profiles or ops'\n"));
+    // A flag: the clause before ` (`; a `'` in the help escaped for fish's single quotes.
+    CHECK(has(run.out, "complete -c capsule -n '__capsule_using run' -l dump-graph -r -F "
+                       "-d 'write the model\\'s lowered IR graph'\n"));
+    CHECK(has(run.out, "complete -c capsule -n '__capsule_using plan' -l profile -x "
+                       "-a '(__capsule_names profiles one) (__capsule_paths)' "
+                       "-d 'profile name, or a profile file path'\n"));
+    CHECK(has(run.out, "complete -c capsule -n 'not __capsule_command' -l version -s V -d 'print the version'\n"));
+    // Every command and flag line has one; the positional values (candidates, not flags) have none.
+    for (const std::string& line : lines(run.out)) {
+      if (!line.starts_with("complete -c capsule -n ")) continue;
+      const bool described = line.find(" -l ") != std::string::npos ||
+                             line.starts_with("complete -c capsule -n 'not __capsule_command' -a ");
+      CHECK_MESSAGE(has(line, " -d '") == described, line);
+      if (described) CHECK_MESSAGE(line.ends_with("'"), line);  // the description ends the line
+    }
+  }
+
+  TEST_CASE("a completion description is the first clause of the help, at most 60 characters") {
+    using capsule::cli::completion::short_description;
+    CHECK(short_description("the lint configuration (default: the nearest one)") == "the lint configuration");
+    CHECK(short_description("an evidence ledger; repeatable") == "an evidence ledger");
+    CHECK(short_description("print it. Then stop.") == "print it");
+    CHECK(short_description("show this help.") == "show this help");
+    CHECK(short_description("comma-separated ops, e.g. matmul,relu") == "comma-separated ops");
+    CHECK(short_description("this build's evidence manifest: its test suites") == "this build's evidence manifest");
+    CHECK(short_description("with --git: the directory") == "with --git: the directory");
+    const std::string long_help = "one two three four five six seven eight nine ten eleven twelve thirteen";
+    CHECK(short_description(long_help) == "one two three four five six seven eight nine ten eleven...");
+    CHECK(short_description(long_help).size() <= capsule::cli::completion::kDescriptionWidth);
+    CHECK(short_description("list a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v") ==
+          "list a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q...");
+    const std::string word(70, 'x');
+    CHECK(short_description(word) == word);  // no space to cut at: kept whole
+    CHECK(short_description("") == "");
   }
 
   TEST_CASE("completions --list prints the loaded names of each kind, one a line") {

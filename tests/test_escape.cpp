@@ -803,4 +803,14 @@ TEST_SUITE("escape") {
     CHECK(roff_escape("\x1b[31m") == "\\(rsx1b[31m");
     CHECK(roff_escape("plain text") == "plain text");
   }
+
+  TEST_CASE("fish_escape keeps a text inside one fish single-quoted string on one line") {
+    CHECK(fish_escape("the model's graph") == "the model\\'s graph");
+    CHECK(fish_escape("a\\b") == "a\\\\b");
+    CHECK(fish_escape("x'; rm -rf ~; echo '") == "x\\'; rm -rf ~; echo \\'");
+    CHECK(fish_escape("two\nlines") == "two\\\\nlines");  // the break made visible, its backslash escaped
+    CHECK(fish_escape("\x1b[31m") == "\\\\x1b[31m");
+    CHECK(fish_escape("$(id) `id` (id)") == "$(id) `id` (id)");  // no expansion between single quotes
+    CHECK(fish_escape("plain text") == "plain text");
+  }
 }

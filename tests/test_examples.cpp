@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "capsule/examples.hpp"
@@ -182,6 +184,52 @@ TEST_SUITE("examples") {
     const CliRun plain = run({"causal_attention", "--profile", "checked_cpu"});
     REQUIRE(plain.status == 0);
     CHECK_FALSE(has(plain.out, "\ntarget: "));
+  }
+
+  TEST_CASE("under --format json a profile whose target names another platform carries target_declaration") {
+    const std::string os(capsule::to_string(capsule::this_build_os()));
+    const std::string arch(capsule::to_string(capsule::this_build_arch()));
+    const bool macos_here = capsule::this_build_os() == capsule::OperatingSystem::Macos &&
+                            capsule::this_build_arch() == capsule::Architecture::Aarch64;
+    const CliRun macos = run({"causal_attention", "--profile", "macos_cpu", "--format", "json"});
+    REQUIRE_MESSAGE(macos.status == 0, macos.err);
+    capsule::testing::JsonCheck document(macos.out);
+    REQUIRE_MESSAGE(document.one_object(), macos.out);
+    const std::vector<std::string> keys = document.top_keys();
+    const bool carried = std::find(keys.begin(), keys.end(), "target_declaration") != keys.end();
+    CHECK(carried == !macos_here);
+    if (!macos_here) {
+      // The same facts as the text header's `target:` line, field by field.
+      CHECK(has(macos.out, "\"target_declaration\":{\"profile\":\"macos_cpu\",\"declared\":{\"os\":\"macos\","
+                           "\"arch\":\"aarch64\"},\"this_build\":{\"os\":\"" + os + "\",\"arch\":\"" + arch +
+                           "\"}},\"capsules_used\":["));
+      const CliRun text = run({"causal_attention", "--profile", "macos_cpu"});
+      CHECK(has(text.out,
+                "target: profile macos_cpu declares macos aarch64; this build runs on " + os + " " + arch + ","));
+    }
+
+    // Only the declared fields: a target naming just another os compares just the os.
+    const std::string other_os = capsule::this_build_os() == capsule::OperatingSystem::Wasi ? "linux" : "wasi";
+    const auto file = std::filesystem::temp_directory_path() / "capsule-examples-os-only.toml";
+    {
+      std::ofstream profile(file);
+      profile << "schema = 1\nname = \"os_only_cpu\"\ndevice = \"cpu\"\nprovider = \"auto\"\n"
+                 "assurance = \"checked\"\nvjp = \"torchlean-tape\"\nmodules = [\"attention\", \"reference\"]\n"
+                 "[target]\nos = \"" << other_os << "\"\n";
+    }
+    const CliRun os_only = run({"causal_attention", "--profile", file.string(), "--format", "json"});
+    REQUIRE_MESSAGE(os_only.status == 0, os_only.err);
+    CHECK(has(os_only.out, "\"target_declaration\":{\"profile\":\"os_only_cpu\",\"declared\":{\"os\":\"" + other_os +
+                               "\"},\"this_build\":{\"os\":\"" + os + "\"}},"));
+    const CliRun os_only_text = run({"causal_attention", "--profile", file.string()});
+    CHECK(has(os_only_text.out,
+              "target: profile os_only_cpu declares " + other_os + "; this build runs on " + os + ","));
+    std::filesystem::remove(file);
+
+    const CliRun plain = run({"causal_attention", "--profile", "checked_cpu", "--format", "json"});
+    REQUIRE(plain.status == 0);
+    CHECK(capsule::testing::JsonCheck(plain.out).one_object());
+    CHECK_FALSE(has(plain.out, "target_declaration"));
   }
 
   TEST_CASE("a refusal says what would have run, and under --format json it is the JSON document") {

@@ -224,4 +224,13 @@ std::string roff_escape(std::string_view text) {
   return out;
 }
 
+std::string fish_escape(std::string_view text) {
+  std::string out;
+  for (const char c : text_escape(text)) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace capsule

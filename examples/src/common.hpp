@@ -76,7 +76,9 @@ class Progress {
 /// A uniform draw in [lo, hi) from a splitmix64 stream (the examples' synthetic data).
 double uniform(std::uint64_t& state, double lo, double hi);
 
-/// Writes `capsules_used`, `sources` and `environment` into the open JSON object and closes it.
+/// Writes `target_declaration` (only when the profile's [target] names another platform than this
+/// build's, as the text header's `target:` line), `capsules_used`, `boundary_copies`, `sources` and
+/// `environment` into the open JSON object and closes it.
 void close_json(JsonWriter& json, const Session& session, const Run& run);
 /// The capsules used and, for each provider that counts its boundary copies and whose capsules
 /// ran, one line `<provider> boundary copies: <op> N, ...` (or `none`) for this run.

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "capsule/escape.hpp"
 #include "capsule/report.hpp"
@@ -120,32 +122,74 @@ RuntimeResult<std::string> plan_text(const Run& run, std::span<const Op> ops) {
 
 namespace {
 
-/// A line saying that the profile's [target] is a declaration, when it names another operating
-/// system or architecture than this build's; empty otherwise. Such a profile plans and runs here,
-/// on this platform's kernels: nothing about the named platform is checked or emulated.
-std::string target_declaration_line(const Run& run) {
+/// One platform field of a profile's [target]: `os` or `arch`, and its value.
+struct PlatformField {
+  std::string_view name;
+  std::string value;
+};
+
+/// What a profile's [target] declares when it names another operating system or architecture than
+/// this build's: the fields it declared, and this build's values of the same fields, in the same
+/// order (os, then arch). Both the run report's header line and its JSON are written from it.
+struct TargetDeclaration {
+  std::string profile;
+  std::vector<PlatformField> declared;
+  std::vector<PlatformField> this_build;
+};
+
+/// The run's profile's target declaration, or nothing when the profile declares no target or its
+/// declared fields all match this build. Such a profile plans and runs here, on this platform's
+/// kernels: nothing about the named platform is checked or emulated.
+std::optional<TargetDeclaration> target_declaration(const Run& run) {
   const ProfilePtr profile = run.workspace.find_profile(run.options.profile);
-  if (!profile || !profile->target) return {};
+  if (!profile || !profile->target) return std::nullopt;
   const Target& target = *profile->target;
   // Only what the profile declared: an omitted os or arch (Unknown) claims no platform.
-  std::vector<std::string> declared;
-  std::vector<std::string> here;
+  TargetDeclaration declaration{run.options.profile, {}, {}};
   bool differs = false;
   if (target.os != OperatingSystem::Unknown) {
-    declared.emplace_back(to_string(target.os));
-    here.emplace_back(to_string(this_build_os()));
+    declaration.declared.push_back({"os", std::string(to_string(target.os))});
+    declaration.this_build.push_back({"os", std::string(to_string(this_build_os()))});
     differs = differs || target.os != this_build_os();
   }
   if (target.arch != Architecture::Unknown) {
-    declared.emplace_back(to_string(target.arch));
-    here.emplace_back(to_string(this_build_arch()));
+    declaration.declared.push_back({"arch", std::string(to_string(target.arch))});
+    declaration.this_build.push_back({"arch", std::string(to_string(this_build_arch()))});
     differs = differs || target.arch != this_build_arch();
   }
-  if (!differs) return {};
-  const std::string platform = join(declared, " ");
-  return str("target: profile ", text_escape(run.options.profile), " declares ", platform, "; this build runs on ",
-             join(here, " "), ", so the target is a declaration: the plan below runs here, and nothing about ",
-             platform, " is checked or emulated\n");
+  if (!differs) return std::nullopt;
+  return declaration;
+}
+
+/// `macos aarch64`: the values, as the header line names a platform.
+std::string platform_words(const std::vector<PlatformField>& fields) {
+  std::vector<std::string> words;
+  for (const PlatformField& field : fields) words.push_back(field.value);
+  return join(words, " ");
+}
+
+/// The header line of the run's target declaration; empty when it has none.
+std::string target_declaration_line(const Run& run) {
+  const std::optional<TargetDeclaration> declaration = target_declaration(run);
+  if (!declaration) return {};
+  const std::string platform = platform_words(declaration->declared);
+  return str("target: profile ", text_escape(declaration->profile), " declares ", platform, "; this build runs on ",
+             platform_words(declaration->this_build),
+             ", so the target is a declaration: the plan below runs here, and nothing about ", platform,
+             " is checked or emulated\n");
+}
+
+/// `"target_declaration": {"profile": P, "declared": {"os": …, "arch": …}, "this_build": {…}}`.
+void write_target_declaration_json(JsonWriter& json, const TargetDeclaration& declaration) {
+  json.key("target_declaration").begin_object();
+  json.field("profile", declaration.profile);
+  json.key("declared").begin_object();
+  for (const PlatformField& field : declaration.declared) json.field(field.name, field.value);
+  json.end_object();
+  json.key("this_build").begin_object();
+  for (const PlatformField& field : declaration.this_build) json.field(field.name, field.value);
+  json.end_object();
+  json.end_object();
 }
 
 }  // namespace
@@ -214,6 +258,9 @@ double uniform(std::uint64_t& state, double lo, double hi) {
 }
 
 void close_json(JsonWriter& json, const Session& session, const Run& run) {
+  if (const std::optional<TargetDeclaration> declaration = target_declaration(run)) {
+    write_target_declaration_json(json, *declaration);
+  }
   const std::vector<CapsuleUse> uses = session.capsules_used();
   json.key("capsules_used");
   write_capsules_used_json(json, uses);

@@ -5,6 +5,7 @@
 // shells only in a few spellings (CaseDialect). Internal to completion_scripts.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,14 @@ std::vector<const FlagSpec*> valued_global_flags();
 /// The data flags (--root, --catalogs, --profiles): the scripts pass them and their values to
 /// `capsule completions --list`, so names follow the data the command line names.
 std::vector<const FlagSpec*> lookup_flags();
+
+/// The one-line description a completion shows beside a command or flag, from its help text in
+/// the command table: the first clause (up to the first ` (`, `; `, `. ` or `, e.g. `, or a `: `
+/// after three words or more; a final `.` dropped), and when that is longer than
+/// kDescriptionWidth, cut at the last space that leaves room for `...` (a single long word is
+/// kept whole). Unescaped: each shell's script escapes it.
+inline constexpr std::size_t kDescriptionWidth = 60;
+std::string short_description(std::string_view help);
 
 /// What `capsule completions --list` prints for a kind of value; empty for kinds without loaded
 /// names.

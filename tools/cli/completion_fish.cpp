@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `capsule completions fish`: `complete` lines, each for one command (`__capsule_using NAME`) or
-// for the words before any command (`not __capsule_command`).
+// for the words before any command (`not __capsule_command`). Each command and flag line carries
+// a short description (`-d`) from the command table's help.
+#include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 #include "completion_common.hpp"
 
@@ -30,10 +32,16 @@ std::string_view fish_requirement(const FlagSpec& flag) {
   return flag.kind == ValueKind::File ? " -r" : " -x";
 }
 
+/// ` -d '…'`: the description fish shows beside a command or flag (and, on a flag's line, beside
+/// the candidates of its value too), from its help text in the command table.
+std::string fish_description(std::string_view help) {
+  return str(" -d '", fish_escape(short_description(help)), "'");
+}
+
 std::string fish_flag(const FlagSpec& flag, std::string_view condition) {
   return str("complete -c capsule -n '", condition, "' -l ", flag.name,
              flag.short_name != 0 ? str(" -s ", flag.short_name) : std::string(), fish_requirement(flag),
-             fish_candidates(flag), "\n");
+             fish_candidates(flag), fish_description(flag.help), "\n");
 }
 
 }  // namespace
@@ -109,7 +117,10 @@ std::string fish_script() {
       "    end\n"
       "end\n"
       "complete -c capsule -f\n");
-  out += str("complete -c capsule -n 'not __capsule_command' -a '", words(command_names()), "'\n");
+  for (const CommandSpec* spec : visible_commands()) {
+    out += str("complete -c capsule -n 'not __capsule_command' -a ", words({std::string(spec->name)}),
+               fish_description(spec->summary), "\n");
+  }
   for (const FlagSpec& f : global_flags()) out += fish_flag(f, "not __capsule_command");
   out += fish_flag(version_flag(), "not __capsule_command");
   for (const CommandSpec* spec : visible_commands()) {

@@ -102,6 +102,28 @@ std::vector<const FlagSpec*> lookup_flags() {
   return flags;
 }
 
+std::string short_description(std::string_view help) {
+  std::string_view clause = help;
+  for (const std::string_view end : {", e.g. ", " (", "; ", ". "}) clause = clause.substr(0, clause.find(end));
+  // `: ` ends the clause after a subject (`this build's evidence manifest: its test suites …`),
+  // not after a short qualifier (`with --git: the directory …`).
+  for (std::size_t colon = clause.find(": "); colon != std::string_view::npos; colon = clause.find(": ", colon + 1)) {
+    if (std::count(clause.begin(), clause.begin() + static_cast<std::ptrdiff_t>(colon), ' ') >= 2) {
+      clause = clause.substr(0, colon);
+      break;
+    }
+  }
+  while (!clause.empty() && (clause.back() == '.' || clause.back() == ' ')) clause.remove_suffix(1);
+  if (clause.size() <= kDescriptionWidth) return std::string(clause);
+  constexpr std::string_view kEllipsis = "...";
+  // Cut only at a space, so a multi-byte character is never split.
+  const std::size_t space = clause.rfind(' ', kDescriptionWidth - kEllipsis.size());
+  if (space == std::string_view::npos || space == 0) return std::string(clause);
+  std::string_view kept = clause.substr(0, space);
+  while (!kept.empty() && (kept.back() == ',' || kept.back() == ':')) kept.remove_suffix(1);
+  return str(kept, kEllipsis);
+}
+
 std::string_view list_kind(ValueKind kind) {
   switch (kind) {
     case ValueKind::Profile: return "profiles";

@@ -3,7 +3,8 @@
 # its value and its VJP and a profile that selects it first, runs
 # `capsule run mlp_regression --format json` under that profile, and validates the output against
 # tools/schemas/run.schema.json with validate.mjs, which also requires value and vjp rechecks and
-# checks that mutated outputs are rejected.
+# checks that mutated outputs are rejected; then does the same for `capsule run causal_attention`
+# under the profiles whose [target] names another platform (`target_declaration`) and for a refusal.
 #
 # Variables: CAPSULE (the CLI), NODE, SOURCE_DIR (repository root), WORK_DIR (scratch, recreated).
 foreach(var CAPSULE NODE SOURCE_DIR WORK_DIR)
@@ -66,6 +67,36 @@ execute_process(
   RESULT_VARIABLE check_status)
 if(NOT check_status EQUAL 0)
   message(FATAL_ERROR "the JSON output of capsule run is not valid against run.schema.json (${output})")
+endif()
+
+# A profile whose [target] names another platform than this build's: on every platform one of
+# macos_cpu (macOS aarch64) and windows_cpu (Windows x86_64) does, so at least one of the two
+# outputs carries `target_declaration`, and both must be valid.
+set(declared_runs 0)
+foreach(profile macos_cpu windows_cpu)
+  set(declared "${WORK_DIR}/${profile}.json")
+  execute_process(
+    COMMAND "${CAPSULE}" run causal_attention --profile ${profile} --format json
+            --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
+    OUTPUT_FILE "${declared}"
+    ERROR_VARIABLE declared_stderr
+    RESULT_VARIABLE declared_status)
+  if(NOT declared_status EQUAL 0)
+    message(FATAL_ERROR "capsule run causal_attention --profile ${profile} exited ${declared_status}\n${declared_stderr}")
+  endif()
+  execute_process(
+    COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${declared}"
+    RESULT_VARIABLE declared_check)
+  if(NOT declared_check EQUAL 0)
+    message(FATAL_ERROR "the JSON output of capsule run under ${profile} is not valid against run.schema.json (${declared})")
+  endif()
+  file(READ "${declared}" declared_text)
+  if(declared_text MATCHES "\"target_declaration\":")
+    math(EXPR declared_runs "${declared_runs} + 1")
+  endif()
+endforeach()
+if(declared_runs EQUAL 0)
+  message(FATAL_ERROR "neither macos_cpu nor windows_cpu printed a target_declaration")
 endif()
 
 # A refusal under --format json is a JSON document too (exit 1), valid against the same schema.

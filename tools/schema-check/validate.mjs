@@ -717,6 +717,15 @@ function runOutput(file, expectRechecks) {
     firstRecheck(badPolicy).policy = { every: 2, sample: 0.5 };
     controls.push(["recheck policy naming both every and sample", badPolicy]);
   }
+  if (output.target_declaration !== undefined) {
+    // Only os and arch are compared, and only the declared ones: nothing else may appear.
+    const accelerator = structuredClone(output);
+    accelerator.target_declaration.declared.accelerator = "none";
+    controls.push(["target declaration that names an accelerator", accelerator]);
+    const empty = structuredClone(output);
+    empty.target_declaration.this_build = {};
+    controls.push(["target declaration with no platform field", empty]);
+  }
   if (output.error === undefined) {
     const noUses = structuredClone(output);
     delete noUses.capsules_used;

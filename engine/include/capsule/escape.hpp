@@ -78,6 +78,11 @@ std::string dot_escape(std::string_view text);
 /// and search as typed), and `\&` before a leading `.` or `'` so it never reads as a request.
 std::string roff_escape(std::string_view text);
 
+/// `text` for the inside of a fish single-quoted string (a completion's `-d '…'`): `text_escape`
+/// (so it is one line with no control character), then `\` and `'` backslash-escaped, the only
+/// two escapes fish reads between single quotes, so no text can close the string.
+std::string fish_escape(std::string_view text);
+
 /// One step of a strict UTF-8 decoder: the code point at `text[at]` and its length in bytes, or
 /// kInvalidUtf8 with length 1 when the byte there does not start a well-formed sequence (Unicode
 /// table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF, no truncation).
