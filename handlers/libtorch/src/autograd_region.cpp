@@ -233,15 +233,15 @@ RuntimeStatus check_region(Op op, Inputs inputs, const OpAttrs& attrs) {
       return std::monostate{};
     case Op::Conv:
     case Op::ConvTranspose: {
-      CAPSULE_TRY(Window win, conv_window(op, inputs, attrs));
-      (void)win;
+      Window win;
+      CAPSULE_CHECK(conv_window(win, op, inputs, attrs));
       return std::monostate{};
     }
     case Op::MaxPool:
     case Op::AvgPool:
     case Op::SmoothMaxPool: {
-      CAPSULE_TRY(Window win, pool_window(op, inputs, attrs));
-      (void)win;
+      Window win;
+      CAPSULE_CHECK(pool_window(win, op, inputs, attrs));
       return std::monostate{};
     }
     case Op::Softmax:
@@ -439,7 +439,8 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     }
     case Op::Conv:
     case Op::ConvTranspose: {
-      CAPSULE_TRY(Window win, conv_window(op, ours, attrs));
+      Window win;
+      CAPSULE_CHECK(conv_window(win, op, ours, attrs));
       const at::Tensor bias = has_input(ours, 2) ? in[2] : at::Tensor();
       const at::Tensor y = at::convolution(as_2d(in[0], win.one_d), as_2d(in[1], win.one_d), bias, win.stride,
                                            win.padding, win.dilation, op == Op::ConvTranspose, win.output_padding,
@@ -448,7 +449,8 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     }
     case Op::AvgPool: {
       // The reference's definition: floor mode, padding counted in the full-window divisor.
-      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
+      Window win;
+      CAPSULE_CHECK(pool_window(win, op, ours, attrs));
       return from_2d(at::avg_pool2d(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding, /*ceil_mode=*/false,
                                     /*count_include_pad=*/true, c10::nullopt),
                      win.one_d);
@@ -456,14 +458,16 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     case Op::SmoothMaxPool: {
       // The shift is a constant of the formula (detached), so autograd's gradient is
       // g·exp((x − m)/T)/s, the reference's, and never flows through the window maximum.
-      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
+      Window win;
+      CAPSULE_CHECK(pool_window(win, op, ours, attrs));
       const at::Tensor windows = smooth_windows(as_2d(in[0], win.one_d), win);
       const at::Tensor shift = smooth_shift(windows).detach();
       const at::Tensor sums = at::sum(smooth_terms(windows, shift, attrs.temperature), {4, 5});
       return from_2d(at::add(shift.squeeze(5).squeeze(4), at::log(sums), attrs.temperature), win.one_d);
     }
     case Op::MaxPool: {
-      CAPSULE_TRY(Window win, pool_window(op, ours, attrs));
+      Window win;
+      CAPSULE_CHECK(pool_window(win, op, ours, attrs));
       auto [y, indices] = at::max_pool2d_with_indices(as_2d(in[0], win.one_d), win.kernel, win.stride, win.padding,
                                                       win.dilation, false);
       return from_2d(y, win.one_d);

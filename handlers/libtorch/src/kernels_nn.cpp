@@ -236,8 +236,9 @@ Grads cross_entropy_backward(Inputs inputs, const Tensor& output, const Tensor& 
 template <Op kOp>
 RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
   constexpr bool kTransposed = kOp == Op::ConvTranspose;
-  const std::string op(to_string(kOp));
-  CAPSULE_TRY(Window win, conv_window(kOp, inputs, attrs));
+  constexpr std::string_view op = to_string(kOp);
+  Window win;
+  CAPSULE_CHECK(conv_window(win, kOp, inputs, attrs));
   return guarded(op, [&] {
     const std::array<at::Tensor, 3> read{view_input(inputs[0]), view_input(inputs[1]),
                                          has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor()};
@@ -252,8 +253,9 @@ RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
 template <Op kOp>
 Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
   constexpr bool kTransposed = kOp == Op::ConvTranspose;
-  const std::string op(to_string(kOp));
-  CAPSULE_TRY(Window win, conv_window(kOp, inputs, attrs));
+  constexpr std::string_view op = to_string(kOp);
+  Window win;
+  CAPSULE_CHECK(conv_window(win, kOp, inputs, attrs));
   CAPSULE_CHECK(expect_grad(op, inputs, output, grad));
   const bool with_bias = has_input(inputs, 2);
   return guarded(op, [&]() -> Grads {
@@ -284,7 +286,8 @@ struct PoolState final : SavedState {
 };
 
 RuntimeResult<SavingForwardResult> max_pool_forward_saving(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(Op::MaxPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::MaxPool, inputs, attrs));
   return guarded("max_pool", [&]() -> RuntimeResult<SavingForwardResult> {
     const at::Tensor x = view_input(inputs[0]);
     auto [y, indices] = at::max_pool2d_with_indices(as_2d(x, win.one_d), win.kernel, win.stride, win.padding,
@@ -306,7 +309,8 @@ RuntimeResult<Tensor> max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
 /// a call without them (untaped, or the plain `backward`) recomputes them with the same forward.
 Grads max_pool_backward_saved(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs,
                               const SavedState* saved) {
-  CAPSULE_TRY(Window win, pool_window(Op::MaxPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::MaxPool, inputs, attrs));
   CAPSULE_CHECK(expect_grad("max_pool", inputs, output, grad));
   return guarded("max_pool", [&]() -> Grads {
     const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
@@ -333,7 +337,8 @@ Grads max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
 /// avg_pool: the window sum over the full window (padding counts as zeros: count_include_pad),
 /// floor mode, no divisor override: the reference's definition.
 RuntimeResult<Tensor> avg_pool_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(Op::AvgPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::AvgPool, inputs, attrs));
   const Tensor& x = inputs[0];
   return guarded("avg_pool", [&] {
     return write_new("avg_pool", win.out_dims, x.dtype(), [&](at::Tensor& out) {
@@ -345,7 +350,8 @@ RuntimeResult<Tensor> avg_pool_forward(Inputs inputs, const OpAttrs& attrs) {
 }
 
 Grads avg_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(Op::AvgPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::AvgPool, inputs, attrs));
   CAPSULE_CHECK(expect_grad("avg_pool", inputs, output, grad));
   return guarded("avg_pool", [&]() -> Grads {
     const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);
@@ -361,7 +367,8 @@ Grads avg_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
 /// smooth_max_pool, composed from ATen ops (windows.hpp): y = m + T·log s, s = Σ exp((x − m)/T),
 /// written into our output by add_out.
 RuntimeResult<Tensor> smooth_max_pool_forward(Inputs inputs, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(Op::SmoothMaxPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::SmoothMaxPool, inputs, attrs));
   const Tensor& x = inputs[0];
   return guarded("smooth_max_pool", [&] {
     return write_new("smooth_max_pool", win.out_dims, x.dtype(), [&](at::Tensor& out) {
@@ -377,7 +384,8 @@ RuntimeResult<Tensor> smooth_max_pool_forward(Inputs inputs, const OpAttrs& attr
 /// dx = Σ over the windows holding x of g·exp((x − m)/T)/s: the weighted window gradients are
 /// folded back onto the input by col2im, whose padding drops the padded entries.
 Grads smooth_max_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
-  CAPSULE_TRY(Window win, pool_window(Op::SmoothMaxPool, inputs, attrs));
+  Window win;
+  CAPSULE_CHECK(pool_window(win, Op::SmoothMaxPool, inputs, attrs));
   CAPSULE_CHECK(expect_grad("smooth_max_pool", inputs, output, grad));
   return guarded("smooth_max_pool", [&]() -> Grads {
     const at::Tensor x = as_2d(view_input(inputs[0]), win.one_d);

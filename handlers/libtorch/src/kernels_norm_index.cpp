@@ -146,7 +146,7 @@ RuntimeResult<std::unique_ptr<NormState>> norm_into(Op op, Inputs inputs, const 
 template <Op kOp>
 RuntimeResult<SavingForwardResult> norm_forward_saving(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(NormPlan plan, norm_plan(kOp, inputs, attrs));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   return guarded(op, [&]() -> RuntimeResult<SavingForwardResult> {
     CAPSULE_TRY(Tensor out, new_like(inputs[0]));
     // Nothing to normalise (ATen would take the mean of no elements); no state to keep.
@@ -168,7 +168,7 @@ template <Op kOp>
 Grads norm_backward_saved(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs,
                           const SavedState* saved) {
   CAPSULE_TRY(NormPlan plan, norm_plan(kOp, inputs, attrs));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   CAPSULE_CHECK(expect_grad(op, inputs, output, grad));
   return guarded(op, [&]() -> Grads {
     std::vector<Tensor> grads(inputs.size());

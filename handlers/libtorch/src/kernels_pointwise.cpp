@@ -88,7 +88,7 @@ template <Op kOp>
 Grads binary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
   CAPSULE_CHECK(expect_binary(kOp, inputs));
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   return guarded(op, [&]() -> Grads {
     const at::Tensor a = view_input(inputs[0]);
     const at::Tensor b = view_input(inputs[1]);
@@ -165,7 +165,7 @@ Grads unary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, co
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
   CAPSULE_CHECK(check_unary_payload(kOp, attrs));
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   return guarded(op, [&]() -> Grads {
     const at::Tensor x = view_input(inputs[0]);
     const at::Tensor y = view_input(output);
@@ -224,7 +224,7 @@ Grads softmax_backward(Inputs inputs, const Tensor& output, const Tensor& grad, 
   CAPSULE_CHECK(expect_inputs(to_string(kOp), inputs, 1, 1));
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
   CAPSULE_TRY(std::size_t axis, normalize_axis(to_string(kOp), attrs.axis, inputs[0].rank()));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   return guarded(op, [&]() -> Grads {
     const at::Tensor y = view_input(output);
     const at::Tensor g = view_input(grad);
@@ -288,7 +288,7 @@ Grads reduce_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
   CAPSULE_CHECK(expect_grad(to_string(kOp), inputs, output, grad));
   std::vector<bool> reduced;
   CAPSULE_TRY(std::vector<std::int64_t> dims, reduce_axes(kOp, attrs, inputs[0].rank(), reduced));
-  const std::string op(to_string(kOp));
+  constexpr std::string_view op = to_string(kOp);
   return guarded(op, [&]() -> Grads {
     at::Tensor g = view_input(grad);
     if (!attrs.keepdim) {

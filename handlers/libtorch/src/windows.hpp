@@ -32,19 +32,21 @@ namespace capsule::libtorch {
 /// per-call overhead (docs/benchmarks.md, "The LibTorch provider's overhead").
 using AxisValues = c10::SmallVector<std::int64_t, 2>;
 
-/// One value per spatial axis from `given` (empty = `fallback` everywhere), with height 1 axes
-/// prepended for 1-D inputs (`lead` for them).
-inline RuntimeResult<AxisValues> per_axis(Op op, std::string_view what, const std::vector<std::int64_t>& given,
-                                          std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
+/// Sets `values` to one value per spatial axis from `given` (empty = `fallback` everywhere), with
+/// height 1 axes prepended for 1-D inputs (`lead` for them). Filled in place, as the windows are:
+/// returning the values through a RuntimeResult and moving them into a Window cost more than the
+/// rest of the window (docs/benchmarks.md, "The LibTorch provider's overhead").
+inline RuntimeStatus per_axis(AxisValues& values, Op op, std::string_view what, const std::vector<std::int64_t>& given,
+                              std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
   if (!given.empty() && given.size() != spatial) {
     return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
                                                            " entries; expected ", spatial, " (one per spatial dim) or none"));
   }
-  AxisValues values;
+  values.clear();
   if (spatial == 1) values.push_back(lead);
   if (given.empty()) values.append(spatial, fallback);
   else values.append(given.begin(), given.end());
-  return values;
+  return std::monostate{};
 }
 
 struct Window {
@@ -58,8 +60,8 @@ inline at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.sq
 
 /// conv's and conv_transpose's window. conv_transpose's weight is [c, o/groups, k..] (ATen's
 /// transposed layout), so its bias has o = w.dim(1)·groups entries; ATen checks the channels.
-inline RuntimeResult<Window> conv_window(Op op, Inputs inputs, const OpAttrs& attrs) {
-  const std::string name(to_string(op));
+inline RuntimeStatus conv_window(Window& win, Op op, Inputs inputs, const OpAttrs& attrs) {
+  const std::string_view name = to_string(op);
   CAPSULE_CHECK(expect_inputs(name, inputs, 2, 3));
   const Tensor& x = inputs[0];
   const Tensor& w = inputs[1];
@@ -78,26 +80,25 @@ inline RuntimeResult<Window> conv_window(Op op, Inputs inputs, const OpAttrs& at
   if (has_input(inputs, 2) && (inputs[2].rank() != 1 || inputs[2].dim(0) != out_channels)) {
     return shape_error(op, str("bias has shape ", to_string(inputs[2].shape()), "; expected [", out_channels, "]"));
   }
-  Window win;
   const std::size_t spatial = x.rank() - 2;
   win.one_d = spatial == 1;
-  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride, spatial, 1, 1));
-  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
-  CAPSULE_TRY(win.dilation, per_axis(op, "dilation", attrs.dilation, spatial, 1, 1));
+  CAPSULE_CHECK(per_axis(win.stride, op, "stride", attrs.stride, spatial, 1, 1));
+  CAPSULE_CHECK(per_axis(win.padding, op, "padding", attrs.padding, spatial, 0, 0));
+  CAPSULE_CHECK(per_axis(win.dilation, op, "dilation", attrs.dilation, spatial, 1, 1));
   if (transposed) {
-    CAPSULE_TRY(win.output_padding, per_axis(op, "output_padding", attrs.output_padding, spatial, 0, 0));
+    CAPSULE_CHECK(per_axis(win.output_padding, op, "output_padding", attrs.output_padding, spatial, 0, 0));
   } else {
     win.output_padding = {0, 0};
   }
-  return win;
+  return std::monostate{};
 }
 
 /// A pool's window, as the reference checks it: x [n, c, l] | [n, c, h, w], one kernel entry per
 /// spatial axis, stride defaulting to the kernel, no dilation, padding at most half the kernel (so
 /// every window holds a real element), a window that fits, and for smooth_max_pool a finite
 /// temperature > 0. The output is floor mode: (size + 2·padding − kernel)/stride + 1 per axis.
-inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& attrs) {
-  const std::string name(to_string(op));
+inline RuntimeStatus pool_window(Window& win, Op op, Inputs inputs, const OpAttrs& attrs) {
+  const std::string_view name = to_string(op);
   CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
   const Tensor& x = inputs[0];
   if (x.rank() != 3 && x.rank() != 4) {
@@ -108,11 +109,10 @@ inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& at
     return runtime_error(RuntimeCode::InvalidArgument, str(name, ": kernel has ", attrs.kernel.size(),
                                                            " entries; expected ", spatial));
   }
-  Window win;
   win.one_d = spatial == 1;
-  CAPSULE_TRY(win.kernel, per_axis(op, "kernel", attrs.kernel, spatial, 1, 1));
-  CAPSULE_TRY(win.stride, per_axis(op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
-  CAPSULE_TRY(win.padding, per_axis(op, "padding", attrs.padding, spatial, 0, 0));
+  CAPSULE_CHECK(per_axis(win.kernel, op, "kernel", attrs.kernel, spatial, 1, 1));
+  CAPSULE_CHECK(per_axis(win.stride, op, "stride", attrs.stride.empty() ? attrs.kernel : attrs.stride, spatial, 1, 1));
+  CAPSULE_CHECK(per_axis(win.padding, op, "padding", attrs.padding, spatial, 0, 0));
   for (const std::int64_t d : attrs.dilation) {
     if (d != 1) {
       return runtime_error(RuntimeCode::InvalidArgument,
@@ -140,7 +140,7 @@ inline RuntimeResult<Window> pool_window(Op op, Inputs inputs, const OpAttrs& at
     }
     win.out_dims[d] = (x.dim(d) - (win.kernel[a] - 2 * win.padding[a])) / win.stride[a] + 1;
   }
-  return win;
+  return std::monostate{};
 }
 
 // smooth_max_pool, T·log Σ_window exp(x/T) in the reference's form: the shift m is the window
