@@ -38,7 +38,13 @@ TEST_SUITE("runtime") {
     auto huge = Shape::make({std::int64_t{1} << 40, std::int64_t{1} << 40});
     REQUIRE_FALSE(huge);
     CHECK(huge.error().code == RuntimeCode::SizeOverflow);
-    CHECK(huge.error().message.find("does not fit in 64 bits") != std::string::npos);
+    // The operands as they were, not the wrapped product.
+    CHECK(huge.error().message ==
+          "tensor element count: 1099511627776 * 1099511627776 does not fit in 64 bits; expected a size below 2^63");
+    auto wide = Shape::make({0, std::int64_t{1} << 62, std::int64_t{1} << 62});
+    REQUIRE_FALSE(wide);
+    CHECK(wide.error().message == "tensor extent (product of the nonzero sizes): 4611686018427387904 * "
+                                  "4611686018427387904 does not fit in 64 bits; expected a size below 2^63");
     auto negative = Shape::make({2, -3});
     REQUIRE_FALSE(negative);
     CHECK(negative.error().message.find("dimension 1 is -3") != std::string::npos);

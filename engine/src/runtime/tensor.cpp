@@ -46,12 +46,19 @@ std::ostream& operator<<(std::ostream& out, const RuntimeError& error) {
 
 std::string_view to_string(DType dtype) { return dtype == DType::F32 ? "float32" : "float64"; }
 
+namespace {
+
+/// The size-overflow error of a * b, naming `what`.
+Failure<RuntimeError> mul_overflow(std::string_view what, std::int64_t a, std::int64_t b) {
+  return runtime_error(RuntimeCode::SizeOverflow,
+                       str(what, ": ", a, " * ", b, " does not fit in 64 bits; expected a size below 2^63"));
+}
+
+}  // namespace
+
 RuntimeResult<std::int64_t> checked_mul(std::string_view what, std::int64_t a, std::int64_t b) {
   std::int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) {
-    return runtime_error(RuntimeCode::SizeOverflow,
-                         str(what, ": ", a, " * ", b, " does not fit in 64 bits; expected a size below 2^63"));
-  }
+  if (__builtin_mul_overflow(a, b, &product)) return mul_overflow(what, a, b);
   return product;
 }
 
@@ -80,9 +87,18 @@ RuntimeResult<Shape> Shape::make(std::span<const std::int64_t> dims) {
                            str("shape dimension ", i, " is ", dims[i], "; expected a size >= 0"));
     }
     shape.dims_[i] = dims[i];
-    CAPSULE_TRY(shape.numel_, checked_mul("tensor element count", shape.numel_, dims[i]));
+    // The overflow tests inline, without a RuntimeResult per multiplication: every op's output
+    // shape comes through here.
+    std::int64_t product = 0;
+    if (__builtin_mul_overflow(shape.numel_, dims[i], &product)) {
+      return mul_overflow("tensor element count", shape.numel_, dims[i]);
+    }
+    shape.numel_ = product;
     if (dims[i] != 0) {
-      CAPSULE_TRY(extent, checked_mul("tensor extent (product of the nonzero sizes)", extent, dims[i]));
+      if (__builtin_mul_overflow(extent, dims[i], &product)) {
+        return mul_overflow("tensor extent (product of the nonzero sizes)", extent, dims[i]);
+      }
+      extent = product;
     }
   }
   return shape;
