@@ -51,23 +51,30 @@ devices = ["cpu"]
 providers = ["reference"]
 ]=])
 
-set(output "${WORK_DIR}/run.json")
-execute_process(
-  COMMAND "${CAPSULE}" run mlp_regression --profile rechecked_cpu --format json
-          --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
-  OUTPUT_FILE "${output}"
-  ERROR_VARIABLE run_stderr
-  RESULT_VARIABLE run_status)
-if(NOT run_status EQUAL 0)
-  message(FATAL_ERROR "capsule run mlp_regression --profile rechecked_cpu exited ${run_status}\n${run_stderr}")
-endif()
+# Runs `capsule run EXAMPLE --profile PROFILE --format json` on the scratch tree into OUTPUT,
+# requires exit status EXPECTED_STATUS, and validates the document against run.schema.json
+# (validate.mjs, with any further arguments, such as --expect-rechecks).
+function(run_and_validate example profile output expected_status)
+  execute_process(
+    COMMAND "${CAPSULE}" run ${example} --profile ${profile} --format json
+            --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
+    OUTPUT_FILE "${output}"
+    ERROR_VARIABLE run_stderr
+    RESULT_VARIABLE run_status)
+  if(NOT run_status EQUAL expected_status)
+    message(FATAL_ERROR "capsule run ${example} --profile ${profile} exited ${run_status}, expected "
+                        "${expected_status}\n${run_stderr}")
+  endif()
+  execute_process(
+    COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${output}" ${ARGN}
+    RESULT_VARIABLE check_status)
+  if(NOT check_status EQUAL 0)
+    message(FATAL_ERROR "the JSON output of capsule run ${example} under ${profile} is not valid against "
+                        "run.schema.json (${output})")
+  endif()
+endfunction()
 
-execute_process(
-  COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${output}" --expect-rechecks
-  RESULT_VARIABLE check_status)
-if(NOT check_status EQUAL 0)
-  message(FATAL_ERROR "the JSON output of capsule run is not valid against run.schema.json (${output})")
-endif()
+run_and_validate(mlp_regression rechecked_cpu "${WORK_DIR}/run.json" 0 --expect-rechecks)
 
 # A profile whose [target] names another platform than this build's: on every platform one of
 # macos_cpu (macOS aarch64) and windows_cpu (Windows x86_64) does, so at least one of the two
@@ -75,21 +82,7 @@ endif()
 set(declared_runs 0)
 foreach(profile macos_cpu windows_cpu)
   set(declared "${WORK_DIR}/${profile}.json")
-  execute_process(
-    COMMAND "${CAPSULE}" run causal_attention --profile ${profile} --format json
-            --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
-    OUTPUT_FILE "${declared}"
-    ERROR_VARIABLE declared_stderr
-    RESULT_VARIABLE declared_status)
-  if(NOT declared_status EQUAL 0)
-    message(FATAL_ERROR "capsule run causal_attention --profile ${profile} exited ${declared_status}\n${declared_stderr}")
-  endif()
-  execute_process(
-    COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${declared}"
-    RESULT_VARIABLE declared_check)
-  if(NOT declared_check EQUAL 0)
-    message(FATAL_ERROR "the JSON output of capsule run under ${profile} is not valid against run.schema.json (${declared})")
-  endif()
+  run_and_validate(causal_attention ${profile} "${declared}" 0)
   file(READ "${declared}" declared_text)
   if(declared_text MATCHES "\"target_declaration\":")
     math(EXPR declared_runs "${declared_runs} + 1")
@@ -101,21 +94,7 @@ endif()
 
 # A refusal under --format json is a JSON document too (exit 1), valid against the same schema.
 set(refusal "${WORK_DIR}/refusal.json")
-execute_process(
-  COMMAND "${CAPSULE}" run mlp_regression --profile checked_cuda --format json
-          --catalogs "${WORK_DIR}/catalogs" --profiles "${WORK_DIR}/profiles"
-  OUTPUT_FILE "${refusal}"
-  ERROR_VARIABLE refusal_stderr
-  RESULT_VARIABLE refusal_status)
-if(NOT refusal_status EQUAL 1)
-  message(FATAL_ERROR "capsule run mlp_regression --profile checked_cuda exited ${refusal_status}, expected 1\n${refusal_stderr}")
-endif()
-execute_process(
-  COMMAND "${NODE}" "${SOURCE_DIR}/tools/schema-check/validate.mjs" run "${refusal}"
-  RESULT_VARIABLE refusal_check)
-if(NOT refusal_check EQUAL 0)
-  message(FATAL_ERROR "the JSON refusal of capsule run is not valid against run.schema.json (${refusal})")
-endif()
+run_and_validate(mlp_regression checked_cuda "${refusal}" 1)
 file(READ "${refusal}" refusal_text)
 if(NOT refusal_text MATCHES "\"error\":{\"code\":\"device-unavailable\"")
   message(FATAL_ERROR "the JSON refusal does not carry the device-unavailable code: ${refusal_text}")
