@@ -189,7 +189,7 @@ TEST_SUITE("cli") {
     }
   }
 
-  TEST_CASE("a completion description is the first clause of the help, at most 60 characters") {
+  TEST_CASE("a completion description is the first clause of the help, at most 60 bytes") {
     using capsule::cli::completion::short_description;
     CHECK(short_description("the lint configuration (default: the nearest one)") == "the lint configuration");
     CHECK(short_description("an evidence ledger; repeatable") == "an evidence ledger");
@@ -205,6 +205,7 @@ TEST_SUITE("cli") {
           "list a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q...");
     const std::string word(70, 'x');
     CHECK(short_description(word) == word);  // no space to cut at: kept whole
+    CHECK(short_description(word + " tail") == word + "...");  // the long first word kept, the rest cut
     CHECK(short_description("") == "");
   }
 

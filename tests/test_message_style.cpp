@@ -49,7 +49,7 @@ TEST_SUITE("message style") {
           "CUDA device; nothing falls back to the CPU");
   }
 
-  TEST_CASE("a device without a linked runtime, and an unknown profile, in plain words") {
+  TEST_CASE("a device the profile has no capsule for, and an unknown profile, in plain words") {
     const RuntimeError metal = open_refusal(testing::shipped(), "future_metal", MessageStyle::Plain);
     CHECK(metal.code == RuntimeCode::DeviceUnavailable);
     CHECK(metal.message == "backend profile `future_metal` has no capsule for device `metal`");

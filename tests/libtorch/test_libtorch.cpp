@@ -874,11 +874,15 @@ bool is_live_aten_buffer(const void* data) {
   return buffers.live.contains(data);
 }
 
+/// The address of `t`'s first element.
+const void* data_of(const Tensor& t) {
+  return t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>()) : static_cast<const void*>(t.data<double>());
+}
+
 /// Whether `t`'s elements lie on such a buffer (an output ATen allocated and we adopted).
 bool on_live_aten_buffer(const Tensor& t) {
   if (!t.defined() || t.numel() == 0) return false;
-  return is_live_aten_buffer(t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
-                                                     : static_cast<const void*>(t.data<double>()));
+  return is_live_aten_buffer(data_of(t));
 }
 
 /// The ATen calls that copy data into another buffer when a handler issues them itself.
@@ -959,12 +963,22 @@ void expect_copies_reported(std::string_view what, Call&& call) {
   const std::uint64_t adopted_before = reported_adoptions();
   std::uint64_t issued = 0;
   std::uint64_t on_aten = 0;
+  std::vector<const void*> aten_buffers;
   {
     CopyProbe probe;
     const std::vector<Tensor> outputs = call();
     issued = probe.copies();
     // Checked while the probe is installed: it knows the buffers ATen allocated under it.
-    for (const Tensor& out : outputs) on_aten += on_live_aten_buffer(out) ? 1U : 0U;
+    for (const Tensor& out : outputs) {
+      if (!on_live_aten_buffer(out)) continue;
+      ++on_aten;
+      aten_buffers.push_back(data_of(out));
+    }
+  }
+  // The outputs are gone, and with them every ATen buffer adopted for one: the storage's deleter
+  // gave ATen's reference back (none leaked).
+  for (const void* buffer : aten_buffers) {
+    CHECK_MESSAGE(!is_live_aten_buffer(buffer), what << ": an adopted ATen buffer outlived the output over it");
   }
   const std::uint64_t reported = reported_copies() - before;
   const std::uint64_t adopted = reported_adoptions() - adopted_before;

@@ -39,8 +39,8 @@ std::vector<const FlagSpec*> lookup_flags();
 /// The one-line description a completion shows beside a command or flag, from its help text in
 /// the command table: the first clause (up to the first ` (`, `; `, `. ` or `, e.g. `, or a `: `
 /// after three words or more; a final `.` dropped), and when that is longer than
-/// kDescriptionWidth, cut at the last space that leaves room for `...` (a single long word is
-/// kept whole). Unescaped: each shell's script escapes it.
+/// kDescriptionWidth bytes, cut at the last space that leaves room for `...` (a first word longer
+/// than that is kept whole, and the rest cut after it). Unescaped: each shell's script escapes it.
 inline constexpr std::size_t kDescriptionWidth = 60;
 std::string short_description(std::string_view help);
 

@@ -117,8 +117,10 @@ std::string short_description(std::string_view help) {
   if (clause.size() <= kDescriptionWidth) return std::string(clause);
   constexpr std::string_view kEllipsis = "...";
   // Cut only at a space, so a multi-byte character is never split.
-  const std::size_t space = clause.rfind(' ', kDescriptionWidth - kEllipsis.size());
-  if (space == std::string_view::npos || space == 0) return std::string(clause);
+  std::size_t space = clause.rfind(' ', kDescriptionWidth - kEllipsis.size());
+  // A first word longer than the width: kept whole, and the rest cut after it.
+  if (space == std::string_view::npos || space == 0) space = clause.find(' ');
+  if (space == std::string_view::npos) return std::string(clause);
   std::string_view kept = clause.substr(0, space);
   while (!kept.empty() && (kept.back() == ',' || kept.back() == ':')) kept.remove_suffix(1);
   return str(kept, kEllipsis);

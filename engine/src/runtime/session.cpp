@@ -216,7 +216,8 @@ RuntimeResult<Session> Session::open_with(const Workspace& workspace, const Hand
   }
   Session session(std::move(state));
   for (Op op : session.state_->options.preselect) {
-    auto selected = session.select(op);
+    // In TorchLean's words here: Session::open words every refusal of the open once.
+    auto selected = session.state_->select_in_torchlean_words(op);
     if (!selected) return fail(std::move(selected).error());
   }
   return session;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,24 +45,22 @@ OpCopyCounters& ledger_entry(std::string_view op) {
   return *it->second;
 }
 
-/// The counters of `op`, through a small per-thread cache of the ops this thread counted last:
-/// every adopted output is counted, and the ledger's lock and map lookup were a measurable part
-/// of a small conv2d call's overhead (docs/benchmarks.md). A miss takes the lock once.
+/// The counters of `op`, through a per-thread cache, direct-mapped by the name's hash: every
+/// adopted output is counted, and the ledger's lock and map lookup were a measurable part of a
+/// small conv2d call's overhead (docs/benchmarks.md). A hit is one hash and one comparison; a miss
+/// (a thread's first count of an op, or two ops sharing a slot) takes the lock once.
 OpCopyCounters& counters_of(std::string_view op) {
   struct Cached {
     std::string op;
     OpCopyCounters* counters = nullptr;
   };
-  constexpr std::size_t kSlots = 16;
+  constexpr std::size_t kSlots = 64;  // more than there are ops, so collisions stay rare
   thread_local std::array<Cached, kSlots> cache;
-  thread_local std::size_t next_slot = 0;
-  for (const Cached& slot : cache) {
-    if (slot.counters != nullptr && slot.op == op) return *slot.counters;
+  Cached& slot = cache[std::hash<std::string_view>{}(op) % kSlots];
+  if (slot.counters == nullptr || slot.op != op) {
+    slot.counters = &ledger_entry(op);
+    slot.op = std::string(op);
   }
-  Cached& slot = cache[next_slot];
-  next_slot = (next_slot + 1) % kSlots;
-  slot.op = std::string(op);
-  slot.counters = &ledger_entry(op);
   return *slot.counters;
 }
 

@@ -60,6 +60,8 @@ inline at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.sq
 
 /// conv's and conv_transpose's window. conv_transpose's weight is [c, o/groups, k..] (ATen's
 /// transposed layout), so its bias has o = w.dim(1)·groups entries; ATen checks the channels.
+/// Sets `win`'s one_d, stride, padding, dilation and output_padding (not kernel or out_dims);
+/// `win` is unspecified after an error. Pass a fresh Window.
 inline RuntimeStatus conv_window(Window& win, Op op, Inputs inputs, const OpAttrs& attrs) {
   const std::string_view name = to_string(op);
   CAPSULE_CHECK(expect_inputs(name, inputs, 2, 3));
@@ -97,6 +99,8 @@ inline RuntimeStatus conv_window(Window& win, Op op, Inputs inputs, const OpAttr
 /// spatial axis, stride defaulting to the kernel, no dilation, padding at most half the kernel (so
 /// every window holds a real element), a window that fits, and for smooth_max_pool a finite
 /// temperature > 0. The output is floor mode: (size + 2·padding − kernel)/stride + 1 per axis.
+/// Sets `win`'s one_d, kernel, stride, padding, dilation and out_dims (not output_padding); `win`
+/// is unspecified after an error. Pass a fresh Window.
 inline RuntimeStatus pool_window(Window& win, Op op, Inputs inputs, const OpAttrs& attrs) {
   const std::string_view name = to_string(op);
   CAPSULE_CHECK(expect_inputs(name, inputs, 1, 1));
