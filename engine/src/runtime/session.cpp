@@ -482,6 +482,18 @@ RuntimeResult<Var> Session::call(Op op, std::span<const Var> inputs, const OpAtt
     }
     tensors = spilled;
   }
+  // A tensor moves between devices only when its owner asks (a provider's to_device / to_host):
+  // an input on another device than the session's is refused here, before a kernel could read
+  // a device address on the host or the reverse.
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].defined() && tensors[i].device() != s.policy.device) {
+      return runtime_error(RuntimeCode::DeviceMismatch,
+                           str(to_string(op), ": input ", i, " is on `", to_string(tensors[i].device()),
+                               "`, but profile `", s.resolved->profile->name, "` runs on `",
+                               to_string(s.policy.device), "`; nothing is copied between devices implicitly: "
+                               "move it explicitly first"));
+    }
+  }
   if (!taped || !s.options.gradients || s.in_backward) {
     CAPSULE_TRY(Tensor out, s.dispatch(op, tensors, attrs));
     return Var(std::move(out), -1, 0);

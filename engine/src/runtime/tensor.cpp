@@ -28,6 +28,8 @@ std::string_view to_string(RuntimeCode code) {
     case RuntimeCode::GradientUnavailable: return "gradient-unavailable";
     case RuntimeCode::UnknownExample: return "unknown-example";
     case RuntimeCode::CheckFailed: return "check-failed";
+    case RuntimeCode::DeviceMismatch: return "device-mismatch";
+    case RuntimeCode::DeviceError: return "device-error";
   }
   return "unknown";
 }

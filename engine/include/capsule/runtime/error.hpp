@@ -30,6 +30,8 @@ enum class RuntimeCode : std::uint8_t {
   GradientUnavailable, ///< backward through an op whose capsule has VJP mode none, or gradients off
   UnknownExample,      ///< `capsule run` was given an example that does not exist
   CheckFailed,         ///< a run-time recheck (docs/checkers.md) found a result outside its bound
+  DeviceMismatch,      ///< an input lives on another device than the op's capsule runs on
+  DeviceError,         ///< the device runtime reported a failure (a CUDA error, device memory exhausted)
 };
 
 std::string_view to_string(RuntimeCode code);

@@ -165,6 +165,13 @@ class Tensor {
   template <class T>
   T* mutable_data() { return static_cast<T*>(raw()); }
 
+  /// The address of element 0 on the tensor's own device: a device pointer for a CUDA tensor,
+  /// which a device provider passes to its libraries and the host never dereferences. Null for an
+  /// undefined tensor.
+  const void* device_address() const { return storage_ ? storage_->data() : nullptr; }
+  /// The same, for a provider filling a fresh output on its device.
+  void* mutable_device_address() { return storage_ ? storage_->data() : nullptr; }
+
   /// Element `i` of the flat row-major order, converted to double.
   double at(std::int64_t flat_index) const;
   std::vector<double> to_vector() const;

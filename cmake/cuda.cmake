@@ -1,0 +1,67 @@
+# Decides whether the CUDA providers (handlers/cuda: the device runtime, cuBLAS and cuDNN) are
+# built (CAPSULE_CUDA = AUTO | ON | OFF) and says so in one configure-time message. Sets
+# CAPSULE_HAVE_CUDA; handlers/CMakeLists.txt adds the target, and each program that registers
+# handlers links it through capsule_link_cuda(). The toolkit is found where Debian's or NVIDIA's
+# packages put it (/usr/local/cuda) even when nvcc is not on PATH.
+set(CAPSULE_HAVE_CUDA OFF)
+string(TOUPPER "${CAPSULE_CUDA}" capsule_cuda_mode)
+if(NOT capsule_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "CAPSULE_CUDA is `${CAPSULE_CUDA}`; expected AUTO, ON or OFF")
+endif()
+
+function(capsule_cuda_off reason)
+  if(capsule_cuda_mode STREQUAL "ON")
+    message(FATAL_ERROR "CAPSULE_CUDA=ON but ${reason}")
+  endif()
+  message(STATUS "CUDA providers: off (${reason})")
+endfunction()
+
+if(capsule_cuda_mode STREQUAL "OFF")
+  message(STATUS "CUDA providers: off (CAPSULE_CUDA=OFF)")
+elseif(CAPSULE_SANITIZE OR CAPSULE_FUZZ)
+  # No nvcc work in the instrumented builds: the CUDA libraries are not instrumented either.
+  capsule_cuda_off("this is a sanitizer or fuzz build")
+else()
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(CAPSULE_NVCC nvcc HINTS ENV CUDA_PATH PATHS /usr/local/cuda/bin NO_CACHE)
+    if(CAPSULE_NVCC)
+      set(CMAKE_CUDA_COMPILER "${CAPSULE_NVCC}")
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    capsule_cuda_off("no nvcc found; install the CUDA Toolkit or set CMAKE_CUDA_COMPILER")
+  else()
+    # The architectures before the language is enabled: 90 is sm_90 SASS plus compute_90 PTX
+    # (the PTX lets a newer GPU JIT it; the probe reports a driver too old for it).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    find_path(CAPSULE_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(CAPSULE_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
+      capsule_cuda_off("nvcc ${CMAKE_CUDA_COMPILER_VERSION} was found, but not the CUDA Toolkit's cuBLAS")
+    elseif(NOT CAPSULE_CUDNN_INCLUDE_DIR OR NOT CAPSULE_CUDNN_LIBRARY)
+      capsule_cuda_off("the CUDA Toolkit ${CUDAToolkit_VERSION} was found, but not cuDNN (cudnn.h and libcudnn)")
+    else()
+      set(CAPSULE_HAVE_CUDA ON)
+      if(CMAKE_CXX_COMPILER_LAUNCHER AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+        set(CMAKE_CUDA_COMPILER_LAUNCHER "${CMAKE_CXX_COMPILER_LAUNCHER}")
+      endif()
+      message(STATUS "CUDA providers: on (CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
+                     "cuDNN ${CAPSULE_CUDNN_LIBRARY})")
+    endif()
+  endif()
+endif()
+
+# Links the CUDA providers into a program that registers handlers, and defines CAPSULE_HAVE_CUDA
+# there (never in the engine) so it calls register_cuda_handlers.
+function(capsule_link_cuda target)
+  if(CAPSULE_HAVE_CUDA)
+    target_link_libraries(${target} PRIVATE capsule::handlers_cuda)
+    target_compile_definitions(${target} PRIVATE CAPSULE_HAVE_CUDA=1)
+  endif()
+endfunction()

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// The few device kernels of our own that the vendor handlers need around a library call, and the
+// probe kernel of cuda_probe. Compiled by nvcc (small_kernels.cu); declared here in plain C++ so
+// the handlers' translation units are ordinary host code.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace capsule::cuda {
+
+/// Writes `value` to `*flag` on the device: a launch that proves this build's kernel image (SASS
+/// or PTX) loads on the device. Returns the launch's error.
+cudaError_t launch_probe_kernel(int* flag, int value, cudaStream_t stream);
+
+/// out[r, c] = row[c] for every row r < rows (the bias of linear, before the product adds onto it).
+cudaError_t launch_broadcast_rows(float* out, const float* row, std::int64_t rows, std::int64_t cols,
+                                  cudaStream_t stream);
+cudaError_t launch_broadcast_rows(double* out, const double* row, std::int64_t rows, std::int64_t cols,
+                                  cudaStream_t stream);
+
+/// out[i] = value for i < count.
+cudaError_t launch_fill(float* out, float value, std::int64_t count, cudaStream_t stream);
+cudaError_t launch_fill(double* out, double value, std::int64_t count, cudaStream_t stream);
+
+}  // namespace capsule::cuda
