@@ -6,6 +6,9 @@
 #if defined(CAPSULE_HAVE_LIBTORCH)
 #include "capsule/handlers/libtorch.hpp"
 #endif
+#if defined(CAPSULE_HAVE_CUDA)
+#include "capsule/handlers/cuda.hpp"
+#endif
 
 namespace capsule::cli {
 
@@ -14,6 +17,10 @@ RuntimeStatus register_linked_handlers(HandlerRegistry& registry) {
 #if defined(CAPSULE_HAVE_LIBTORCH)
   CAPSULE_CHECK(register_libtorch_handlers(registry));
 #endif
+#if defined(CAPSULE_HAVE_CUDA)
+  // Registering needs no device: a CUDA profile then fails at session open with the probe's reason.
+  CAPSULE_CHECK(register_cuda_handlers(registry));
+#endif
   return std::monostate{};
 }
 
@@ -21,6 +28,9 @@ EnvironmentFingerprint linked_fingerprint() {
   EnvironmentFingerprint fingerprint = current_fingerprint();
 #if defined(CAPSULE_HAVE_LIBTORCH)
   add_entries(fingerprint, libtorch_fingerprint());
+#endif
+#if defined(CAPSULE_HAVE_CUDA)
+  add_entries(fingerprint, cuda_fingerprint());
 #endif
   return fingerprint;
 }

@@ -66,8 +66,16 @@ RuntimeStatus HandlerRegistry::add(HandlerSpec spec, std::source_location site) 
   return std::monostate{};
 }
 
-void HandlerRegistry::add_device_runtime(Device device, std::string name, DeviceRuntimeProbe probe) {
-  runtimes_.push_back(DeviceRuntime{device, std::move(name), probe});
+void HandlerRegistry::add_device_runtime(Device device, std::string name, DeviceRuntimeProbe probe,
+                                         DeviceFill fill) {
+  runtimes_.push_back(DeviceRuntime{device, std::move(name), probe, fill});
+}
+
+DeviceFill HandlerRegistry::device_fill(Device device) const {
+  for (const DeviceRuntime& runtime : runtimes_) {
+    if (runtime.device == device) return runtime.fill;
+  }
+  return nullptr;
 }
 
 const RegisteredHandler* HandlerRegistry::find(Op op, Provider provider, Device device) const {

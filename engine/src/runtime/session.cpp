@@ -115,6 +115,15 @@ struct Session::State {
   RuntimeResult<std::vector<Tensor>> adjoint(const TapeNode& node, std::span<const Tensor> inputs, const Tensor& grad);
   /// The node's local VJP from its external-autograd boundary, which is freed here.
   RuntimeResult<std::vector<Tensor>> boundary_vjp(TapeNode& node, const Tensor& grad);
+  /// A new tensor filled with `value` on the session's device: the host's own tensors on the CPU,
+  /// the device runtime's fill elsewhere (never a host tensor a device kernel would then read).
+  RuntimeResult<Tensor> full(const Shape& shape, DType dtype, double value) const {
+    if (policy.device == Device::Cpu) return Tensor::full(shape, dtype, value);
+    if (DeviceFill fill = handlers->device_fill(policy.device)) return fill(shape, dtype, value);
+    return runtime_error(RuntimeCode::DeviceUnavailable,
+                         str("the `", to_string(policy.device), "` runtime linked in this build cannot make tensors, ",
+                             "so the session cannot make a gradient on that device"));
+  }
 };
 
 namespace {
@@ -130,6 +139,10 @@ class SessionVjpDispatch final : public VjpDispatch {
   }
 
   RuntimeResult<std::vector<Tensor>> adjoint() override { return state_.adjoint(node_, inputs_, grad_); }
+
+  RuntimeResult<Tensor> full(const Shape& shape, DType dtype, double value) override {
+    return state_.full(shape, dtype, value);
+  }
 
  private:
   Session::State& state_;
@@ -439,7 +452,7 @@ RuntimeResult<std::vector<Tensor>> Session::State::boundary_vjp(TapeNode& node, 
     } else if (!grads[j].defined()) {
       // The runtime computed none (an input the region did not use): its gradient is zero.
       const Tensor& input = node.inputs[j].value();
-      CAPSULE_TRY(grads[j], Tensor::zeros(input.shape(), input.dtype()));
+      CAPSULE_TRY(grads[j], full(input.shape(), input.dtype(), 0.0));
     }
   }
   return grads;
@@ -539,7 +552,7 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
   grads.tape_ = s.tape_generation;
   grads.by_node_.resize(s.tape.size());
   CAPSULE_TRY(grads.by_node_[static_cast<std::size_t>(root.node_)],
-              Tensor::full(root.value_.shape(), root.value_.dtype(), 1.0));
+              s.full(root.value_.shape(), root.value_.dtype(), 1.0));
   std::vector<Tensor> inputs;
   for (auto i = static_cast<std::size_t>(root.node_) + 1; i-- > 0;) {
     TapeNode& node = s.tape[i];

@@ -30,7 +30,7 @@ OpAttrs with_alpha(double alpha) {
   return attrs;
 }
 
-RuntimeResult<Tensor> ones_like(const Tensor& t) { return Tensor::full(t.shape(), t.dtype(), 1.0); }
+RuntimeResult<Tensor> ones_like(VjpDispatch& d, const Tensor& t) { return d.full(t.shape(), t.dtype(), 1.0); }
 
 /// Swaps the last two axes (matmul transposes).
 RuntimeResult<Tensor> transpose_last2(VjpDispatch& d, const Tensor& t) {
@@ -141,13 +141,13 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
       return unary(c, d.op(Op::Neg, {gs}));
     }
     case Op::Tanh: {  // 1 − y²
-      CAPSULE_TRY(Tensor one, ones_like(y));
+      CAPSULE_TRY(Tensor one, ones_like(d, y));
       CAPSULE_TRY(Tensor y2, d.op(Op::Mul, {y, y}));
       CAPSULE_TRY(Tensor slope, d.op(Op::Sub, {one, y2}));
       return unary(c, d.op(Op::Mul, {g, slope}));
     }
     case Op::Sigmoid: {  // y(1 − y)
-      CAPSULE_TRY(Tensor one, ones_like(y));
+      CAPSULE_TRY(Tensor one, ones_like(d, y));
       CAPSULE_TRY(Tensor rest, d.op(Op::Sub, {one, y}));
       CAPSULE_TRY(Tensor slope, d.op(Op::Mul, {y, rest}));
       return unary(c, d.op(Op::Mul, {g, slope}));
@@ -158,7 +158,7 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
     }
     case Op::Silu: {  // σ(x)·(1 + x·(1 − σ(x)))
       CAPSULE_TRY(Tensor s, d.op(Op::Sigmoid, {in(0)}));
-      CAPSULE_TRY(Tensor one, ones_like(s));
+      CAPSULE_TRY(Tensor one, ones_like(d, s));
       CAPSULE_TRY(Tensor rest, d.op(Op::Sub, {one, s}));
       CAPSULE_TRY(Tensor xr, d.op(Op::Mul, {in(0), rest}));
       CAPSULE_TRY(Tensor inner, d.op(Op::Add, {one, xr}));
@@ -227,12 +227,12 @@ RuntimeResult<Grads> rule(VjpDispatch& d, const VjpCall& c) {
       OpAttrs scatter;
       scatter.axis = static_cast<std::int64_t>(a);
       for (std::int64_t i = 0; i < g.dim(a); ++i) scatter.indices.push_back(attrs.start + i);
-      CAPSULE_TRY(Tensor zero, Tensor::zeros(x.shape(), x.dtype()));
+      CAPSULE_TRY(Tensor zero, d.full(x.shape(), x.dtype(), 0.0));
       return unary(c, d.op(Op::ScatterAdd, {zero, g}, scatter));
     }
     case Op::Gather: {
       const Tensor& x = in(0);
-      CAPSULE_TRY(Tensor zero, Tensor::zeros(x.shape(), x.dtype()));
+      CAPSULE_TRY(Tensor zero, d.full(x.shape(), x.dtype(), 0.0));
       return unary(c, d.op(Op::ScatterAdd, {zero, g}, attrs));
     }
     case Op::ScatterAdd: {

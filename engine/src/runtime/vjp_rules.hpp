@@ -19,6 +19,8 @@ class VjpDispatch {
  public:
   virtual RuntimeResult<Tensor> op(Op op, std::span<const Tensor> inputs, const OpAttrs& attrs) = 0;
   virtual RuntimeResult<std::vector<Tensor>> adjoint() = 0;
+  /// A new tensor filled with `value` on the session's device (the ones and zeros a rule needs).
+  virtual RuntimeResult<Tensor> full(const Shape& shape, DType dtype, double value) = 0;
 
   RuntimeResult<Tensor> op(Op op, std::initializer_list<Tensor> inputs, const OpAttrs& attrs = {}) {
     return this->op(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);

@@ -292,6 +292,21 @@ RuntimeResult<Tensor> empty_on_device(const Shape& shape, DType dtype) {
   return cuda::new_device_tensor("empty_on_device", shape.dims(), dtype);
 }
 
+RuntimeResult<Tensor> full_on_device(const Shape& shape, DType dtype, double value) {
+  constexpr std::string_view kWhere = "full_on_device";
+  CAPSULE_TRY(Tensor out, cuda::new_device_tensor(kWhere, shape.dims(), dtype));
+  if (out.numel() == 0) return out;
+  CAPSULE_TRY(const cuda::StartedDevice* device, cuda::started(kWhere));
+  const cudaError_t launched =
+      dtype == DType::F32 ? cuda::launch_fill(static_cast<float*>(out.mutable_device_address()),
+                                              static_cast<float>(value), out.numel(), device->stream)
+                          : cuda::launch_fill(static_cast<double*>(out.mutable_device_address()), value, out.numel(),
+                                              device->stream);
+  CAPSULE_CHECK(cuda::check_cuda(kWhere, "the fill kernel", launched));
+  CAPSULE_CHECK(cuda::after_launch(kWhere, *device));
+  return out;
+}
+
 RuntimeResult<Tensor> to_device(const Tensor& host) {
   constexpr std::string_view kWhere = "to_device";
   if (!host.defined()) return runtime_error(RuntimeCode::InvalidArgument, str(kWhere, ": the tensor is undefined"));

@@ -6,7 +6,7 @@
 namespace capsule {
 
 RuntimeStatus register_cuda_handlers(HandlerRegistry& registry) {
-  registry.add_device_runtime(Device::Cuda, std::string(kCudaRuntimeName), &cuda_probe);
+  registry.add_device_runtime(Device::Cuda, std::string(kCudaRuntimeName), &cuda_probe, &full_on_device);
   CAPSULE_CHECK(cuda::register_cublas_handlers(registry));
   return std::monostate{};
 }

@@ -87,6 +87,11 @@ using AutogradForwardKernel = RuntimeResult<AutogradForwardResult> (*)(std::span
 /// driver for a device). Returns an empty string when usable, else the reason.
 using DeviceRuntimeProbe = std::string (*)();
 
+/// A new tensor of `shape` and `dtype`, every element `value`, in a device's memory. The session
+/// makes its own tensors through it (the backward seed of ones, zero gradients, the ones and zeros
+/// of VJP rules), so a device session's backward never meets a host tensor.
+using DeviceFill = RuntimeResult<Tensor> (*)(const Shape& shape, DType dtype, double value);
+
 struct HandlerSpec {
   std::string name;  ///< e.g. "TorchLean reference CPU relu"
   Op op = Op::Custom;
@@ -131,8 +136,9 @@ class HandlerRegistry {
   /// Adds a handler. A second handler for the same (op, provider, device) is rejected with both
   /// registration sites; the first stays registered.
   RuntimeStatus add(HandlerSpec spec, std::source_location site = std::source_location::current());
-  /// Declares that `device` has a linked execution runtime, probed at session open.
-  void add_device_runtime(Device device, std::string name, DeviceRuntimeProbe probe);
+  /// Declares that `device` has a linked execution runtime, probed at session open, and how it
+  /// fills a new tensor (null: the session cannot make tensors there, so a backward fails).
+  void add_device_runtime(Device device, std::string name, DeviceRuntimeProbe probe, DeviceFill fill = nullptr);
 
   const RegisteredHandler* find(Op op, Provider provider, Device device) const;
   /// Handlers of one op in registration order.
@@ -145,6 +151,8 @@ class HandlerRegistry {
   const std::string* device_runtime(Device device) const;
   /// "" when usable, the probe's reason otherwise; "no linked runtime" when none is linked.
   std::string probe_device(Device device) const;
+  /// The device runtime's fill, or null (none linked, or it has none).
+  DeviceFill device_fill(Device device) const;
 
  private:
   std::vector<std::unique_ptr<RegisteredHandler>> handlers_;
@@ -153,6 +161,7 @@ class HandlerRegistry {
     Device device;
     std::string name;
     DeviceRuntimeProbe probe;
+    DeviceFill fill;
   };
   std::vector<DeviceRuntime> runtimes_;
 };

@@ -47,6 +47,9 @@ RuntimeResult<Tensor> to_device(const Tensor& host);
 RuntimeResult<Tensor> to_host(const Tensor& device);
 /// Uninitialised device storage for `shape`/`dtype`, from the stream-ordered pool.
 RuntimeResult<Tensor> empty_on_device(const Shape& shape, DType dtype);
+/// A device tensor with every element `value` (the CUDA runtime's DeviceFill: a session's
+/// backward seed and zero gradients are made on the device, never copied from the host).
+RuntimeResult<Tensor> full_on_device(const Shape& shape, DType dtype, double value);
 
 /// Debug mode: synchronise the stream after every launch, so an asynchronous error is reported
 /// by the op that caused it. Off by default; `CAPSULE_CUDA_SYNC=1` in the environment turns it on

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+// capsule_gpu_bench: our session against calling the vendor library directly, on one GPU, in one
+// process (docs/benchmarks.md, "GPU"). For each case it times R calls through
+// Session::call(vendor_cuda) and R direct calls of the same library routine with the same math
+// mode, alternating the two in rounds, and prints the median of the per-round ratios
+// ours/direct. Target: <= 1.05x at realistic sizes.
+//
+// The direct side is the library at its best: its own handle and stream, the output allocated
+// once. Ours pays what a session pays per call: the cached selection, the shape checks, a fresh
+// output from the stream-ordered pool and the after-launch error check.
+//
+// A plain program, no Google Benchmark and no Boost: it runs on a bare GPU image next to the
+// parity tests (tools/gpu-check.sh). Without a usable device it prints why and exits 2.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/handlers/cuda.hpp"
+#include "capsule/load.hpp"
+#include "capsule/runtime/session.hpp"
+#include "capsule/text.hpp"
+
+namespace fs = std::filesystem;
+using namespace capsule;
+
+namespace {
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "capsule_gpu_bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T expect(RuntimeResult<T> result, std::string_view what) {
+  if (!result) die(str(what, ": ", result.error().message));
+  return std::move(result).value();
+}
+
+void expect_cuda(cudaError_t status, std::string_view what) {
+  if (status != cudaSuccess) die(str(what, ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")"));
+}
+void expect_cublas(cublasStatus_t status, std::string_view what) {
+  if (status != CUBLAS_STATUS_SUCCESS) die(str(what, ": ", cublasGetStatusName(status)));
+}
+
+Tensor random_device_tensor(std::initializer_list<std::int64_t> dims, std::mt19937& rng) {
+  Shape shape = expect(Shape::make(dims), "shape");
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
+  for (double& v : values) v = uniform(rng);
+  Tensor host = expect(Tensor::from_values(shape, DType::F32, values), "host tensor");
+  return expect(to_device(host), "to_device");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Verdict {
+  int missed = 0;
+};
+
+/// Session matmul [n, n] x [n, n] against cublasSgemm on the same device buffers.
+void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdict& verdict) {
+  std::mt19937 rng(static_cast<unsigned>(n));
+  const Tensor a = random_device_tensor({n, n}, rng);
+  const Tensor b = random_device_tensor({n, n}, rng);
+  const Var va = session.constant(a);
+  const Var vb = session.constant(b);
+
+  cudaStream_t stream = nullptr;
+  expect_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cublasHandle_t handle = nullptr;
+  expect_cublas(cublasCreate(&handle), "cublasCreate");
+  expect_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  expect_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  float* c = nullptr;
+  expect_cuda(cudaMalloc(reinterpret_cast<void**>(&c), static_cast<std::size_t>(n * n) * sizeof(float)), "cudaMalloc");
+  const float one = 1.0f, zero = 0.0f;
+  const int ni = static_cast<int>(n);
+  auto direct = [&] {
+    // Row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ, as the handler does.
+    expect_cublas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, static_cast<const float*>(b.device_address()),
+                              ni, static_cast<const float*>(a.device_address()), ni, &zero, c, ni),
+                  "cublasSgemm");
+  };
+  auto ours = [&] { (void)expect(session.call(Op::Matmul, {va, vb}), "session matmul"); };
+
+  // Warm-up: plans, handles, pool blocks, clocks.
+  for (int i = 0; i < 3; ++i) {
+    ours();
+    direct();
+  }
+  (void)expect(cuda_synchronize("warm-up"), "sync");
+  expect_cuda(cudaStreamSynchronize(stream), "sync");
+
+  std::vector<double> ratios;
+  double best_ours = 1e30, best_direct = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) ours();
+    (void)expect(cuda_synchronize("timed session calls"), "sync");
+    const double t_ours = seconds_since(t0) / reps;
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) direct();
+    expect_cuda(cudaStreamSynchronize(stream), "sync");
+    const double t_direct = seconds_since(t0) / reps;
+    ratios.push_back(t_ours / t_direct);
+    best_ours = std::min(best_ours, t_ours);
+    best_direct = std::min(best_direct, t_direct);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios[ratios.size() / 2];
+  const bool met = median <= 1.05;
+  if (!met) ++verdict.missed;
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  std::printf("matmul f32 [%lld x %lld] x [%lld x %lld]: ours/cuBLAS direct = %.3fx (target <= 1.05x): %s  "
+              "[median of %d rounds x %d calls; best ours %.1f us (%.1f TFLOP/s), best direct %.1f us (%.1f TFLOP/s)]\n",
+              static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n),
+              static_cast<long long>(n), median, met ? "met" : "MISSED", rounds, reps, best_ours * 1e6,
+              flops / best_ours / 1e12, best_direct * 1e6, flops / best_direct / 1e12);
+
+  expect_cuda(cudaFree(c), "cudaFree");
+  expect_cublas(cublasDestroy(handle), "cublasDestroy");
+  expect_cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path source = CAPSULE_SOURCE_DIR;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--source" && i + 1 < argc) {
+      source = argv[++i];
+    } else if (arg == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: capsule_gpu_bench [--source REPO_ROOT] [--quick]\n");
+      return 1;
+    }
+  }
+  if (std::string reason = cuda_probe(); !reason.empty()) {
+    std::printf("capsule-skip: no usable CUDA device: %s\n", reason.c_str());
+    return 2;
+  }
+  const Workspace workspace = load_workspace({source / "catalogs"}, {source / "profiles"});
+  if (has_errors(workspace.diagnostics)) die("the shipped catalogs failed to load:\n" + render(workspace.diagnostics));
+  HandlerRegistry handlers;
+  (void)expect(register_cuda_handlers(handlers), "registering the CUDA handlers");
+  SessionOptions options;
+  options.profile = "vendor_cuda";
+  options.gradients = false;
+  options.preselect = {Op::Matmul};
+  Session session = expect(Session::open(workspace, handlers, std::move(options)), "opening vendor_cuda");
+
+  const EnvironmentFingerprint fingerprint = cuda_fingerprint();
+  std::printf("device: %s (compute capability %s), driver CUDA %s, cuBLAS %s (%s)\n",
+              fingerprint.get("provider.cuda.device").c_str(),
+              fingerprint.get("provider.cuda.device.compute_capability").c_str(),
+              fingerprint.get("provider.cuda.driver").c_str(), fingerprint.get("provider.cuda.cublas.loaded").c_str(),
+              fingerprint.get("provider.cuda.cublas.library").c_str());
+  Verdict verdict;
+  const int rounds = quick ? 5 : 15;
+  for (std::int64_t n : {1024, 2048, 4096}) {
+    const int reps = n >= 4096 ? 10 : 50;
+    bench_matmul(session, n, rounds, quick ? reps / 5 : reps, verdict);
+  }
+  std::printf("gpu bench: %s\n", verdict.missed == 0 ? "every target met" : str(verdict.missed, " target(s) missed").c_str());
+  return verdict.missed == 0 ? 0 : 3;
+}
