@@ -2,11 +2,13 @@
 #  1. `capsule check --profile checked_cpu --ledger LEDGER` accepts: every reference capsule's
 #     evidence passed in the ledger the tests just wrote (coverage.declarations_match_runs);
 #  2. `capsule check --profile checked_cuda --ledger LEDGER` rejects every CUDA capsule as
-#     "not run here";
+#     "not run here"; so does `--profile vendor_cuda` where the CUDA providers are built (CUDA=ON):
+#     their handler library exists, but no GPU parity suite ran on this build;
 #  3. a suite made to fail (capsule_tests --tamper-op relu adds 1 to relu's first output) records
 #     the failure, and the gate and lint then reject reference.relu naming the failing test case.
 # Inputs: CAPSULE, TESTS, SOURCE_DIR, LEDGER, WORK_DIR; LIBTORCH_LEDGER where the build has the
-# LibTorch provider (its suites run in their own binary and write their own ledger run).
+# LibTorch provider (its suites run in their own binary and write their own ledger run); CUDA
+# (ON/OFF) whether it has the CUDA providers.
 foreach(var CAPSULE TESTS SOURCE_DIR LEDGER WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "ledger_check.cmake needs -D${var}=...")
@@ -68,6 +70,12 @@ expect_run(1 out "${CAPSULE}" check --profile checked_cuda --ledger "${LEDGER}")
 expect_text("${out}" "checked: ledger rejected native_cuda.matmul value"
             "not run here: this build has no compiled native-cuda handler library"
             "checked: rejected by the evidence ledger")
+if(CUDA)
+  expect_run(1 out "${CAPSULE}" check --profile vendor_cuda --ledger "${LEDGER}")
+  expect_text("${out}" "checked: ledger rejected cublas.matmul value"
+              "not run here: the ledger has no run of test-suite cublas.values for value of matmul on cublas/cuda with this build's cublas handler library"
+              "checked: rejected by the evidence ledger")
+endif()
 
 # 3. A suite made to fail.
 set(tampered "${WORK_DIR}/tampered-ledger.json")

@@ -165,10 +165,10 @@ int main(int argc, char** argv) {
   Session session = expect(Session::open(workspace, handlers, std::move(options)), "opening vendor_cuda");
 
   const EnvironmentFingerprint fingerprint = cuda_fingerprint();
-  std::printf("device: %s (compute capability %s), driver CUDA %s, cuBLAS %s (%s)\n",
-              fingerprint.get("provider.cuda.device").c_str(),
-              fingerprint.get("provider.cuda.device.compute_capability").c_str(),
-              fingerprint.get("provider.cuda.driver").c_str(), fingerprint.get("provider.cuda.cublas.loaded").c_str(),
+  std::printf("device: %s (compute capability %s), driver %s, cuBLAS %s (%s)\n",
+              fingerprint.get("device.cuda").c_str(),
+              fingerprint.get("device.cuda.compute_capability").c_str(),
+              fingerprint.get("device.cuda.driver").c_str(), fingerprint.get("provider.cuda.cublas.loaded").c_str(),
               fingerprint.get("provider.cuda.cublas.library").c_str());
   Verdict verdict;
   const int rounds = quick ? 5 : 15;

@@ -1,7 +1,8 @@
 # Writes build_identity.cpp: the build entries of the environment fingerprint. Run by the
 # capsule_build_info_generate target at every build; OUTPUT is replaced only when its content
 # changes. Inputs (-D): SOURCE_DIR, GIT, OUTPUT, VERSION, BUILD_TYPE, COMPILER, FLAGS,
-# REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built.
+# REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built;
+# CUDA_LIBRARY and CUDA_VERSION when the CUDA providers (cuBLAS, cuDNN) are.
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
@@ -67,6 +68,16 @@ if(LIBTORCH_LIBRARY)
     "provider.libtorch.library" "${libtorch_file}"
     "provider.libtorch.sha256" "${libtorch_sha256}"
     "provider.libtorch.version" "LibTorch ${LIBTORCH_VERSION}")
+endif()
+if(CUDA_LIBRARY)
+  file(SHA256 "${CUDA_LIBRARY}" cuda_sha256)
+  get_filename_component(cuda_file "${CUDA_LIBRARY}" NAME)
+  foreach(provider cublas cudnn)
+    list(APPEND entries
+      "provider.${provider}.library" "${cuda_file}"
+      "provider.${provider}.sha256" "${cuda_sha256}"
+      "provider.${provider}.version" "capsule ${VERSION} on CUDA ${CUDA_VERSION}")
+  endforeach()
 endif()
 set(body "")
 list(LENGTH entries count)

@@ -2,7 +2,8 @@
 // The CUDA providers' entries of the environment fingerprint (docs/fingerprint.md): the driver,
 // the runtime, cuBLAS and cuDNN, each as compiled against and as loaded, the shared objects the
 // handlers really call (a process that also loads pip's torch can hold a second cuBLAS or cuDNN),
-// and device 0. Read from the running process; asking starts no stream and no pool.
+// and device 0 (`device.cuda`, `device.cuda.driver`, the keys a ledger verdict names a run's
+// device by). Read from the running process; asking starts no stream and no pool.
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -46,7 +47,8 @@ EnvironmentFingerprint cuda_fingerprint() {
   fingerprint.set("provider.cuda.runtime.library", object_path(&cudaRuntimeGetVersion));
   int driver = 0;
   (void)cudaDriverGetVersion(&driver);
-  fingerprint.set("provider.cuda.driver", driver == 0 ? std::string("none") : cuda_version_text(driver));
+  // device.cuda.* are the keys ledger verdicts name a run's device by (ledger_verdict.cpp).
+  fingerprint.set("device.cuda.driver", driver == 0 ? std::string("none") : str("CUDA ", cuda_version_text(driver)));
 
   fingerprint.set("provider.cuda.cublas.compiled", str(CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, ".", CUBLAS_VER_PATCH));
   int major = 0, minor = 0, patch = 0;
@@ -66,11 +68,11 @@ EnvironmentFingerprint cuda_fingerprint() {
     cudaDeviceProp props{};
     if (cudaGetDeviceProperties(&props, 0) == cudaSuccess) {
       props.name[sizeof props.name - 1] = '\0';
-      fingerprint.set("provider.cuda.device", props.name);
-      fingerprint.set("provider.cuda.device.compute_capability", str(props.major, ".", props.minor));
+      fingerprint.set("device.cuda", props.name);
+      fingerprint.set("device.cuda.compute_capability", str(props.major, ".", props.minor));
     }
   } else {
-    fingerprint.set("provider.cuda.device", "none");
+    fingerprint.set("device.cuda", "none");
   }
   return fingerprint;
 }

@@ -60,9 +60,10 @@ bool cuda_sync_after_launch();
 /// Waits for everything queued on our stream; an error names `where`.
 RuntimeStatus cuda_synchronize(std::string_view where);
 
-/// The CUDA driver, runtime, cuBLAS and cuDNN versions (compiled against and loaded), and device
-/// 0's name and compute capability when there is one, for the environment fingerprint
-/// (docs/fingerprint.md): `provider.cuda.*`. Never starts the runtime's stream or pool.
+/// The CUDA runtime, cuBLAS and cuDNN versions (compiled against and loaded) and the shared objects
+/// they come from (`provider.cuda.*`), the driver (`device.cuda.driver`), and device 0's name and
+/// compute capability (`device.cuda`, `device.cuda.compute_capability`; `none` without one), for
+/// the environment fingerprint (docs/fingerprint.md). Never starts the runtime's stream or pool.
 EnvironmentFingerprint cuda_fingerprint();
 
 }  // namespace capsule
