@@ -238,8 +238,10 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
                                             std::span<const at::Tensor> borrowed) {
   // Detached so that a result of an external-autograd region keeps no graph alive. A plain
   // handler's result, computed with grad off below the Autograd kernels, has none: it is kept as
-  // it is, which spares a TensorImpl per call.
-  at::Tensor owned = result.requires_grad() || result.grad_fn() != nullptr ? result.detach() : result;
+  // it is, which spares a TensorImpl per call. requires_grad() alone decides: a tensor with a
+  // grad_fn always requires grad (AutogradMeta::requires_grad is `requires_grad_ || grad_fn_`),
+  // and asking for grad_fn() itself would copy a shared_ptr on every call.
+  at::Tensor owned = result.requires_grad() ? result.detach() : result;
   if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
     return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", op, ": ATen returned ",
                                                          std::string(c10::toString(owned.scalar_type())), " on ",
