@@ -15,6 +15,7 @@
 // The forward's statistics are kept for the backward (forward_saving / backward_saved, as the
 // LibTorch handler does); a backward without them (untaped, or the plain `backward`) reruns the
 // forward graph to get the same ones.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <memory>
@@ -102,7 +103,9 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
     operation.set_descriptor(CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, y);
     CAPSULE_TRY(Descriptor d, operation.finalize());
     operations.push_back(std::move(d));
-    return build_plan(kOp, device, std::move(operations), dtype, "batch norm forward");
+    std::vector<Descriptor> parts;
+    for (Descriptor* t : {&x, &mean, &inv_std, &scale, &bias, &eps, &y}) parts.push_back(std::move(*t));
+    return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, "batch norm forward");
   }
   CAPSULE_TRY(Descriptor dy, make_tensor(kOp, "dy", kUidDy, plan.x, dtype, align));
   CAPSULE_TRY(Descriptor dscale, make_tensor(kOp, "dscale", kUidDScale, plan.stats, dtype, align));
@@ -120,7 +123,9 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
   operation.set_descriptor(CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, dx);
   CAPSULE_TRY(Descriptor d, operation.finalize());
   operations.push_back(std::move(d));
-  return build_plan(kOp, device, std::move(operations), dtype, "batch norm backward");
+  std::vector<Descriptor> parts;
+  for (Descriptor* t : {&x, &mean, &inv_std, &scale, &dy, &dscale, &dbias, &dx}) parts.push_back(std::move(*t));
+  return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, "batch norm backward");
 }
 
 /// Runs the forward (backward = false) or backward graph with `bindings` (device buffers, and
@@ -131,7 +136,8 @@ RuntimeStatus run_norm(const StartedDevice& device, bool backward, DType dtype, 
   for (const Binding& b : bindings) {
     if (b.uid != kUidEps) align = std::min(align, common_alignment({b.data}));
   }
-  std::vector<std::int64_t> key{backward ? 1 : 0, static_cast<std::int64_t>(dtype), align};
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
+                                static_cast<std::int64_t>(dtype), align};
   key.insert(key.end(), plan.x.begin(), plan.x.end());
   CAPSULE_TRY(PlanPtr built, cached_plan(key, [&] { return build_norm_plan(device, backward, dtype, align, plan); }));
   return execute_plan(kOp, device, *built, bindings);

@@ -180,7 +180,9 @@ RuntimeResult<PlanPtr> build_conv_plan(std::string_view op, const StartedDevice&
   CAPSULE_TRY(Descriptor operation_desc, operation.finalize());
   std::vector<Descriptor> operations;
   operations.push_back(std::move(operation_desc));
-  CAPSULE_TRY(PlanPtr plan, build_plan(op, device, std::move(operations), dtype, graph));
+  std::vector<Descriptor> parts;
+  for (Descriptor* d : {&xt, &wt, &yt, &conv_desc}) parts.push_back(std::move(*d));
+  CAPSULE_TRY(PlanPtr plan, build_plan(op, device, std::move(operations), std::move(parts), dtype, graph));
   return plan;
 }
 
@@ -190,7 +192,8 @@ RuntimeStatus run_conv(std::string_view op, const StartedDevice& device, ConvKin
                        const void* x_data, const Dims4& w, const void* w_data, const Dims4& y, const void* y_data,
                        const ConvGeometry& geo) {
   const std::int64_t align = common_alignment({x_data, w_data, y_data});
-  std::vector<std::int64_t> key{static_cast<std::int64_t>(kind), static_cast<std::int64_t>(dtype), align};
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::Conv), static_cast<std::int64_t>(kind),
+                                static_cast<std::int64_t>(dtype), align};
   for (const Dims4* d : {&x, &w, &y}) key.insert(key.end(), d->begin(), d->end());
   for (const Pair* p : {&geo.stride, &geo.pad, &geo.dil}) key.insert(key.end(), p->begin(), p->end());
   CAPSULE_TRY(PlanPtr plan, cached_plan(key, [&] { return build_conv_plan(op, device, kind, dtype, align, x, w, y, geo); }));

@@ -229,7 +229,7 @@ RuntimeResult<Descriptor> make_tensor(std::string_view op, std::string_view what
 }
 
 RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& device, std::vector<Descriptor> operations,
-                                  DType dtype, std::string_view graph_name) {
+                                  std::vector<Descriptor> parts, DType dtype, std::string_view graph_name) {
   CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
   std::vector<cudnnBackendDescriptor_t> raw_ops;
   for (const Descriptor& d : operations) raw_ops.push_back(d.get());
@@ -272,9 +272,13 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
       built->plan = std::move(plan).value();
       built->engine = c.engine;
       built->nondeterministic = c.nondeterministic;
+      built->description = str(op, ": ", graph_name, " ", to_string(dtype), ", engine ", c.engine,
+                               c.nondeterministic ? " (nondeterministic)" : " (deterministic)", ", workspace ",
+                               built->workspace_bytes, " bytes");
       built->keep.push_back(std::move(graph));
       built->keep.push_back(std::move(c.config));
       for (Descriptor& d : operations) built->keep.push_back(std::move(d));
+      for (Descriptor& d : parts) built->keep.push_back(std::move(d));
       return PlanPtr(std::move(built));
     }
   }
@@ -289,13 +293,30 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
   return runtime_error(RuntimeCode::DeviceError, str(op, ": no usable cuDNN engine (", detail, ")"));
 }
 
+namespace {
+
+using PlanMap = std::map<std::vector<std::int64_t>, PlanPtr>;
+
+/// The process's plan cache (never destroyed, like the device runtime) and its mutex.
+struct PlanCache {
+  std::mutex mutex;
+  PlanMap plans;
+};
+
+PlanCache& plan_cache() {
+  static PlanCache* const cache = new PlanCache();
+  return *cache;
+}
+
+}  // namespace
+
 RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
                                    const std::function<RuntimeResult<PlanPtr>()>& build) {
   // A handful of shapes per model; the cap only bounds a pathological caller. Plans in use are
   // shared, so clearing never frees one under a running call.
   constexpr std::size_t kMaxPlans = 1024;
-  static std::mutex* const mutex = new std::mutex();
-  static auto* const plans = new std::map<std::vector<std::int64_t>, PlanPtr>();
+  std::mutex* const mutex = &plan_cache().mutex;
+  PlanMap* const plans = &plan_cache().plans;
   {
     std::lock_guard<std::mutex> lock(*mutex);
     if (auto it = plans->find(key); it != plans->end()) return it->second;
@@ -304,6 +325,18 @@ RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
   std::lock_guard<std::mutex> lock(*mutex);
   if (plans->size() >= kMaxPlans) plans->clear();
   return plans->emplace(key, std::move(built)).first->second;
+}
+
+std::vector<std::string> plan_report() {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::vector<std::string> lines;
+  for (const auto& [key, plan] : cache.plans) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < key.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(key[i]);
+    lines.push_back(str(plan->description, "; key ", text, "]"));
+  }
+  return lines;
 }
 
 RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, const GraphPlan& plan,

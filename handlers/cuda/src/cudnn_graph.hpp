@@ -107,22 +107,30 @@ struct GraphPlan {
   std::int64_t workspace_bytes = 0;
   std::int64_t engine = -1;           ///< cuDNN's global engine index
   bool nondeterministic = false;      ///< the engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+  std::string description;            ///< op, graph, dtype, engine, determinism, workspace
 };
 using PlanPtr = std::shared_ptr<const GraphPlan>;
 
-/// Builds the operation graph of `operations` (finalized operation descriptors), asks cuDNN's
+/// Builds the operation graph of `operations` (finalized operation descriptors; `parts` are the
+/// tensor and other descriptors they were made from, kept alive with the plan), asks cuDNN's
 /// heuristics (mode A, then the fallback list) for engine configurations, drops every engine
 /// whose numerical notes allow tensor-core down-conversion of float32 (TF32), reduced-precision
 /// reduction, FFT or Winograd, and finalizes the first deterministic engine that accepts the
 /// graph, or else the first nondeterministic one. No accepted engine: for float64 an
 /// InvalidArgument saying cuDNN has no float64 engine for the graph; for float32 a device error.
 RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& device, std::vector<Descriptor> operations,
-                                  DType dtype, std::string_view graph_name);
+                                  std::vector<Descriptor> parts, DType dtype, std::string_view graph_name);
 
-/// The plan cached under `key` (the op's graph kind, dtype, alignment, shapes and attributes),
+/// Leading entries of plan keys, one per handler file, so keys of different ops never meet.
+enum class PlanFamily : std::int64_t { Conv = 1000, Pool = 2000, BatchNorm = 3000 };
+
+/// The plan cached under `key` (its PlanFamily first, then the graph kind, dtype, alignment, shapes and attributes),
 /// or the one `build` makes, cached for the next call. Guarded by a mutex; a build runs outside
 /// it (two threads may build the same plan once each; one is kept).
 RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key, const std::function<RuntimeResult<PlanPtr>()>& build);
+
+/// The cached plans, one line each (cudnn_plan_report).
+std::vector<std::string> plan_report();
 
 /// One tensor of a variant pack: its uid and its address (device memory; host for by-value).
 struct Binding {

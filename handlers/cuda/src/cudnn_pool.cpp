@@ -13,6 +13,7 @@
 //   backward  RESAMPLE_BWD   DX = dx, DY = g, and for max_pool X = x and Y = the forward's y
 //             (cuDNN finds each window's maximum again; no index tensor is kept)
 // A 1-D call [n, c, l] runs as the 2-D [n, c, 1, l] with a window of height 1.
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -94,6 +95,7 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
   CAPSULE_TRY(Descriptor resample_desc, resample.finalize());
 
   std::vector<Descriptor> operations;
+  std::vector<Descriptor> parts;
   std::string_view graph = backward ? "resample backward" : "resample forward";
   if (!backward) {
     CAPSULE_TRY(Descriptor xt, make_tensor(op, "x", kUidX, plan.in, dtype, align));
@@ -104,6 +106,8 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC, resample_desc);
     CAPSULE_TRY(Descriptor d, operation.finalize());
     operations.push_back(std::move(d));
+    parts.push_back(std::move(xt));
+    parts.push_back(std::move(yt));
   } else {
     CAPSULE_TRY(Descriptor dxt, make_tensor(op, "dx", kUidDx, plan.in, dtype, align));
     CAPSULE_TRY(Descriptor dyt, make_tensor(op, "dy", kUidDy, plan.out, dtype, align));
@@ -120,8 +124,10 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
     }
     CAPSULE_TRY(Descriptor d, operation.finalize());
     operations.push_back(std::move(d));
+    for (Descriptor* t : {&dxt, &dyt, &xt, &yt}) parts.push_back(std::move(*t));
   }
-  CAPSULE_TRY(PlanPtr built, build_plan(op, device, std::move(operations), dtype, graph));
+  parts.push_back(std::move(resample_desc));
+  CAPSULE_TRY(PlanPtr built, build_plan(op, device, std::move(operations), std::move(parts), dtype, graph));
   return built;
 }
 
@@ -130,8 +136,8 @@ RuntimeStatus run_pool(std::string_view op, const StartedDevice& device, PoolKin
                        const PoolPlan& plan, std::span<const Binding> bindings) {
   std::int64_t align = 16;
   for (const Binding& b : bindings) align = std::min(align, common_alignment({b.data}));
-  std::vector<std::int64_t> key{static_cast<std::int64_t>(kind), backward ? 1 : 0, static_cast<std::int64_t>(dtype),
-                                align};
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::Pool), static_cast<std::int64_t>(kind),
+                                backward ? 1 : 0, static_cast<std::int64_t>(dtype), align};
   for (const Dims4* d : {&plan.in, &plan.out}) key.insert(key.end(), d->begin(), d->end());
   for (const Pair* p : {&plan.kernel, &plan.stride, &plan.pad}) key.insert(key.end(), p->begin(), p->end());
   CAPSULE_TRY(PlanPtr built,

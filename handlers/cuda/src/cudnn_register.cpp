@@ -2,6 +2,7 @@
 // register_cudnn_handlers and the spec the cuDNN handlers share.
 #include "capsule/handlers/cuda.hpp"
 #include "capsule/text.hpp"
+#include "cudnn_graph.hpp"
 #include "cudnn_handlers.hpp"
 
 namespace capsule::cuda {
@@ -28,3 +29,9 @@ RuntimeStatus register_cudnn_handlers(HandlerRegistry& registry) {
 }
 
 }  // namespace capsule::cuda
+
+namespace capsule {
+
+std::vector<std::string> cudnn_plan_report() { return cuda::plan_report(); }
+
+}  // namespace capsule
