@@ -363,7 +363,9 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
   if (finalized) status = cudnnBackendExecute(handle, plan.plan.get(), finalized->get());
   // Stream-ordered: the workspace returns to the pool once the launch that uses it has run.
-  if (workspace != nullptr) CAPSULE_CHECK(check_cuda(op, "freeing the cuDNN workspace", cudaFreeAsync(workspace, device.stream)));
+  if (workspace != nullptr) {
+    CAPSULE_CHECK(check_cuda(op, "freeing the cuDNN workspace", cudaFreeAsync(workspace, device.stream)));
+  }
   if (!finalized) return fail(std::move(finalized).error());
   if (status != CUDNN_STATUS_SUCCESS) {
     CAPSULE_CHECK(after_launch(op, device));  // a CUDA error behind it is the better report
@@ -375,7 +377,8 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
 RuntimeStatus zero_on_stream(std::string_view op, const StartedDevice& device, Tensor& t) {
   const std::size_t bytes = static_cast<std::size_t>(t.numel()) * element_size(t.dtype());
   if (bytes == 0) return std::monostate{};
-  CAPSULE_CHECK(check_cuda(op, "cudaMemsetAsync", cudaMemsetAsync(t.mutable_device_address(), 0, bytes, device.stream)));
+  CAPSULE_CHECK(
+      check_cuda(op, "cudaMemsetAsync", cudaMemsetAsync(t.mutable_device_address(), 0, bytes, device.stream)));
   return after_launch(op, device);
 }
 

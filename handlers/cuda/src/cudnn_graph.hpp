@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,12 +103,12 @@ RuntimeResult<Descriptor> make_tensor(std::string_view op, std::string_view what
 
 /// A built execution plan and what was chosen for it.
 struct GraphPlan {
-  std::vector<Descriptor> keep;  ///< the graph and engine descriptors the plan was built from
+  std::vector<Descriptor> keep;  ///< every descriptor the plan was built from
   Descriptor plan;
   std::int64_t workspace_bytes = 0;
-  std::int64_t engine = -1;           ///< cuDNN's global engine index
-  bool nondeterministic = false;      ///< the engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
-  std::string description;            ///< op, graph, dtype, engine, determinism, workspace
+  std::int64_t engine = -1;       ///< cuDNN's global engine index
+  bool nondeterministic = false;  ///< the engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+  std::string description;        ///< op, graph, dtype, engine, determinism, workspace
 };
 using PlanPtr = std::shared_ptr<const GraphPlan>;
 
@@ -124,10 +125,11 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
 /// Leading entries of plan keys, one per handler file, so keys of different ops never meet.
 enum class PlanFamily : std::int64_t { Conv = 1000, Pool = 2000, BatchNorm = 3000 };
 
-/// The plan cached under `key` (its PlanFamily first, then the graph kind, dtype, alignment, shapes and attributes),
-/// or the one `build` makes, cached for the next call. Guarded by a mutex; a build runs outside
+/// The plan cached under `key` (its PlanFamily first, then the graph kind, dtype, alignment,
+/// shapes and attributes), or the one `build` makes, cached for the next call. Guarded by a mutex; a build runs outside
 /// it (two threads may build the same plan once each; one is kept).
-RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key, const std::function<RuntimeResult<PlanPtr>()>& build);
+RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
+                                   const std::function<RuntimeResult<PlanPtr>()>& build);
 
 /// The cached plans, one line each (cudnn_plan_report).
 std::vector<std::string> plan_report();
