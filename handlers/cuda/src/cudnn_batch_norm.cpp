@@ -12,6 +12,8 @@
 //             No running statistics (the op has none).
 //   backward  NORM_BACKWARD mode CUDNN_BATCH_NORM; X, DY, SCALE and the forward's MEAN and
 //             INV_VARIANCE in; DX, DSCALE, DBIAS out.
+// When cuDNN has no engine for the packed NCHW graph, the same graph runs on channels-last copies
+// of x, y, dy and dx ([n, S, c], our transpose kernel; run_any_layout).
 // The forward's statistics are kept for the backward (forward_saving / backward_saved, as the
 // LibTorch handler does); a backward without them (untaped, or the plain `backward`) reruns the
 // forward graph to get the same ones.
@@ -79,8 +81,9 @@ constexpr std::int64_t kUidX = 1, kUidMean = 2, kUidInvStd = 3, kUidScale = 4, k
                        kUidDy = 8, kUidDScale = 9, kUidDBias = 10, kUidDx = 11;
 
 RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backward, DType dtype, std::int64_t align,
-                                       const NormPlan& plan) {
-  CAPSULE_TRY(Descriptor x, make_tensor(kOp, "x", kUidX, plan.x, dtype, align));
+                                       const NormPlan& plan, MemoryLayout layout) {
+  const std::string suffix = layout == MemoryLayout::Nhwc ? " (channels-last copy)" : "";
+  CAPSULE_TRY(Descriptor x, make_tensor(kOp, "x", kUidX, plan.x, dtype, align, false, layout));
   CAPSULE_TRY(Descriptor mean, make_tensor(kOp, "mean", kUidMean, plan.stats, dtype, align));
   CAPSULE_TRY(Descriptor inv_std, make_tensor(kOp, "inverse std", kUidInvStd, plan.stats, dtype, align));
   CAPSULE_TRY(Descriptor scale, make_tensor(kOp, "scale", kUidScale, plan.stats, dtype, align));
@@ -90,7 +93,7 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
     const std::array<std::int64_t, 4> scalar{1, 1, 1, 1};
     CAPSULE_TRY(Descriptor eps, make_tensor(kOp, "epsilon", kUidEps, scalar, dtype,
                                             static_cast<std::int64_t>(element_size(dtype)), /*by_value=*/true));
-    CAPSULE_TRY(Descriptor y, make_tensor(kOp, "y", kUidY, plan.x, dtype, align));
+    CAPSULE_TRY(Descriptor y, make_tensor(kOp, "y", kUidY, plan.x, dtype, align, false, layout));
     DescriptorBuilder operation(kOp, CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, "the norm forward operation");
     operation.set_value(CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, CUDNN_BATCH_NORM);
     operation.set_value(CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, CUDNN_TYPE_NORM_FWD_PHASE, CUDNN_NORM_FWD_TRAINING);
@@ -105,12 +108,12 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
     operations.push_back(std::move(d));
     std::vector<Descriptor> parts;
     for (Descriptor* t : {&x, &mean, &inv_std, &scale, &bias, &eps, &y}) parts.push_back(std::move(*t));
-    return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, "batch norm forward");
+    return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, str("batch norm forward", suffix));
   }
-  CAPSULE_TRY(Descriptor dy, make_tensor(kOp, "dy", kUidDy, plan.x, dtype, align));
+  CAPSULE_TRY(Descriptor dy, make_tensor(kOp, "dy", kUidDy, plan.x, dtype, align, false, layout));
   CAPSULE_TRY(Descriptor dscale, make_tensor(kOp, "dscale", kUidDScale, plan.stats, dtype, align));
   CAPSULE_TRY(Descriptor dbias, make_tensor(kOp, "dbias", kUidDBias, plan.stats, dtype, align));
-  CAPSULE_TRY(Descriptor dx, make_tensor(kOp, "dx", kUidDx, plan.x, dtype, align));
+  CAPSULE_TRY(Descriptor dx, make_tensor(kOp, "dx", kUidDx, plan.x, dtype, align, false, layout));
   DescriptorBuilder operation(kOp, CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR, "the norm backward operation");
   operation.set_value(CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, CUDNN_BATCH_NORM);
   operation.set_descriptor(CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, x);
@@ -125,22 +128,20 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
   operations.push_back(std::move(d));
   std::vector<Descriptor> parts;
   for (Descriptor* t : {&x, &mean, &inv_std, &scale, &dy, &dscale, &dbias, &dx}) parts.push_back(std::move(*t));
-  return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, "batch norm backward");
+  return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, str("batch norm backward", suffix));
 }
 
-/// Runs the forward (backward = false) or backward graph with `bindings` (device buffers, and
-/// the by-value epsilon on the host).
+/// Runs the forward (backward = false) or backward graph on `operands` (device buffers, and the
+/// by-value epsilon on the host), packed NCHW or else on channels-last copies (run_any_layout).
 RuntimeStatus run_norm(const StartedDevice& device, bool backward, DType dtype, const NormPlan& plan,
-                       std::span<const Binding> bindings) {
-  std::int64_t align = 16;
-  for (const Binding& b : bindings) {
-    if (b.uid != kUidEps) align = std::min(align, common_alignment({b.data}));
-  }
-  std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
-                                static_cast<std::int64_t>(dtype), align};
-  key.insert(key.end(), plan.x.begin(), plan.x.end());
-  CAPSULE_TRY(PlanPtr built, cached_plan(key, [&] { return build_norm_plan(device, backward, dtype, align, plan); }));
-  return execute_plan(kOp, device, *built, bindings);
+                       std::span<const Operand> operands) {
+  auto plan_for = [&](MemoryLayout layout, std::int64_t align) {
+    std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
+                                  static_cast<std::int64_t>(dtype), align, static_cast<std::int64_t>(layout)};
+    key.insert(key.end(), plan.x.begin(), plan.x.end());
+    return cached_plan(key, [&] { return build_norm_plan(device, backward, dtype, align, plan, layout); });
+  };
+  return run_any_layout(kOp, device, plan.x[0], plan.x[1], operands, plan_for);
 }
 
 /// gamma, or ones when the call has none (cuDNN's batch norm always scales).
@@ -175,12 +176,13 @@ RuntimeResult<std::unique_ptr<NormState>> norm_into(const StartedDevice& device,
   const float eps32 = static_cast<float>(plan.eps);
   const double eps64 = plan.eps;
   const void* eps = dtype == DType::F32 ? static_cast<const void*>(&eps32) : static_cast<const void*>(&eps64);
-  const std::array<Binding, 7> bindings{
-      Binding{kUidX, inputs[0].device_address()},    Binding{kUidMean, state->mean.device_address()},
-      Binding{kUidInvStd, state->inv_std.device_address()}, Binding{kUidScale, scale.device_address()},
-      Binding{kUidBias, bias.device_address()},      Binding{kUidEps, eps},
-      Binding{kUidY, y.device_address()}};
-  CAPSULE_CHECK(run_norm(device, false, dtype, plan, bindings));
+  const std::int64_t spatial = plan.x[2];
+  const std::array<Operand, 7> operands{
+      Operand{kUidX, inputs[0], nullptr, false, spatial},  Operand{kUidMean, state->mean, nullptr, true, 0},
+      Operand{kUidInvStd, state->inv_std, nullptr, true, 0}, Operand{kUidScale, scale, nullptr, false, 0},
+      Operand{kUidBias, bias, nullptr, false, 0},          Operand{kUidEps, Tensor(), eps, false, 0},
+      Operand{kUidY, y, nullptr, true, spatial}};
+  CAPSULE_CHECK(run_norm(device, false, dtype, plan, operands));
   return state;
 }
 
@@ -241,12 +243,13 @@ Grads batch_norm_backward_saved(Inputs inputs, const Tensor& output, const Tenso
   if (!dbias.defined()) {
     CAPSULE_TRY(dbias, new_device_tensor(kOp, dims, dtype));
   }
-  const std::array<Binding, 8> bindings{
-      Binding{kUidX, inputs[0].device_address()},    Binding{kUidMean, state->mean.device_address()},
-      Binding{kUidInvStd, state->inv_std.device_address()}, Binding{kUidDy, grad.device_address()},
-      Binding{kUidScale, scale.device_address()},    Binding{kUidDScale, dscale.device_address()},
-      Binding{kUidDBias, dbias.device_address()},    Binding{kUidDx, grads[0].device_address()}};
-  CAPSULE_CHECK(run_norm(*device, true, dtype, plan, bindings));
+  const std::int64_t spatial = plan.x[2];
+  const std::array<Operand, 8> operands{
+      Operand{kUidX, inputs[0], nullptr, false, spatial},  Operand{kUidMean, state->mean, nullptr, false, 0},
+      Operand{kUidInvStd, state->inv_std, nullptr, false, 0}, Operand{kUidDy, grad, nullptr, false, spatial},
+      Operand{kUidScale, scale, nullptr, false, 0},        Operand{kUidDScale, dscale, nullptr, true, 0},
+      Operand{kUidDBias, dbias, nullptr, true, 0},         Operand{kUidDx, grads[0], nullptr, true, spatial}};
+  CAPSULE_CHECK(run_norm(*device, true, dtype, plan, operands));
   return grads;
 }
 

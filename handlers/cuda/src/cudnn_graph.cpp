@@ -2,7 +2,9 @@
 // The cuDNN graph-API layer of cudnn_graph.hpp: handle, descriptors, engine choice, plan cache,
 // execution.
 #include "cudnn_graph.hpp"
+#include "small_kernels.hpp"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <mutex>
@@ -215,9 +217,13 @@ std::int64_t common_alignment(std::initializer_list<const void*> addresses) {
 
 RuntimeResult<Descriptor> make_tensor(std::string_view op, std::string_view what, std::int64_t uid,
                                       std::span<const std::int64_t> dims, DType dtype, std::int64_t alignment,
-                                      bool by_value) {
+                                      bool by_value, MemoryLayout layout) {
   std::vector<std::int64_t> strides(dims.size(), 1);
-  for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  if (layout == MemoryLayout::Nhwc && dims.size() == 4) {
+    strides = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]};
+  } else {
+    for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  }
   DescriptorBuilder t(op, CUDNN_BACKEND_TENSOR_DESCRIPTOR, str("the ", what, " tensor"));
   t.set_value(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, cudnn_dtype(dtype));
   t.set_int64s(CUDNN_ATTR_TENSOR_DIMENSIONS, dims);
@@ -272,6 +278,7 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
       built->plan = std::move(plan).value();
       built->engine = c.engine;
       built->nondeterministic = c.nondeterministic;
+      built->dtype = dtype;
       built->description = str(op, ": ", graph_name, " ", to_string(dtype), ", engine ", c.engine,
                                c.nondeterministic ? " (nondeterministic)" : " (deterministic)", ", workspace ",
                                built->workspace_bytes, " bytes");
@@ -282,10 +289,20 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
       return PlanPtr(std::move(built));
     }
   }
-  const std::string detail = str("cuDNN proposed ", proposed, " engine configurations for the ", graph_name, " graph, ",
-                                 excluded, " excluded by their numerical notes (TF32/down-conversion, FFT, Winograd)",
-                                 why_none.empty() ? std::string() : str("; last refusal: ", why_none));
-  if (dtype == DType::F64) {
+  // No engine: an unusable plan that says why, cached like a built one so that the next call
+  // with this key does not ask cuDNN again.
+  auto refused = std::make_shared<GraphPlan>();
+  refused->dtype = dtype;
+  refused->description = str(op, ": ", graph_name, " ", to_string(dtype), ", no engine");
+  refused->refusal = str("cuDNN proposed ", proposed, " engine configurations for the ", graph_name, " graph, ",
+                         excluded, " excluded by their numerical notes (TF32/down-conversion, FFT, Winograd)",
+                         why_none.empty() ? std::string() : str("; last refusal: ", why_none));
+  return PlanPtr(std::move(refused));
+}
+
+Failure<RuntimeError> no_engine_error(std::string_view op, const GraphPlan& plan, std::string_view more) {
+  const std::string detail = more.empty() ? plan.refusal : str(plan.refusal, "; ", more);
+  if (plan.dtype == DType::F64) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str(op, ": cuDNN ", cudnnGetVersion(), " has no engine for this float64 graph (", detail,
                              "); this handler refuses float64 here, use float32"));
@@ -341,6 +358,7 @@ std::vector<std::string> plan_report() {
 
 RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, const GraphPlan& plan,
                            std::span<const Binding> bindings) {
+  if (!plan.usable()) return no_engine_error(op, plan);
   CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
   std::vector<std::int64_t> uids;
   std::vector<void*> pointers;
@@ -372,6 +390,81 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
     return cudnn_failure(op, "cudnnBackendExecute", status);
   }
   return after_launch(op, device);
+}
+
+RuntimeStatus transpose_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
+                             std::int64_t batch, std::int64_t rows, std::int64_t cols) {
+  const cudaError_t launched =
+      in.dtype() == DType::F32
+          ? launch_transpose_batched(device_ptr<float>(in), mutable_device_ptr<float>(out), batch, rows, cols,
+                                     device.stream)
+          : launch_transpose_batched(device_ptr<double>(in), mutable_device_ptr<double>(out), batch, rows, cols,
+                                     device.stream);
+  CAPSULE_CHECK(check_cuda(op, "the layout transpose kernel", launched));
+  return after_launch(op, device);
+}
+
+RuntimeResult<Tensor> transposed_copy(std::string_view op, const StartedDevice& device, const Tensor& in,
+                                      std::int64_t batch, std::int64_t rows, std::int64_t cols) {
+  const std::array<std::int64_t, 3> dims{batch, cols, rows};
+  CAPSULE_TRY(Tensor out, new_device_tensor(op, dims, in.dtype()));
+  CAPSULE_CHECK(transpose_into(op, device, in, out, batch, rows, cols));
+  return out;
+}
+
+namespace {
+
+std::int64_t operands_alignment(std::span<const Operand> operands, std::span<const Tensor> copies) {
+  std::int64_t align = 16;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].tensor.defined()) continue;
+    const Tensor& t = copies.empty() || !copies[i].defined() ? operands[i].tensor : copies[i];
+    align = std::min(align, common_alignment({t.device_address()}));
+  }
+  return align;
+}
+
+std::vector<Binding> operand_bindings(std::span<const Operand> operands, std::span<const Tensor> copies) {
+  std::vector<Binding> bindings;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    if (!o.tensor.defined()) {
+      bindings.push_back(Binding{o.uid, o.host});
+    } else {
+      const Tensor& t = copies.empty() || !copies[i].defined() ? o.tensor : copies[i];
+      bindings.push_back(Binding{o.uid, t.device_address()});
+    }
+  }
+  return bindings;
+}
+
+}  // namespace
+
+RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, std::int64_t n, std::int64_t c,
+                             std::span<const Operand> operands, const PlanForLayout& plan_for) {
+  CAPSULE_TRY(PlanPtr nchw, plan_for(MemoryLayout::Nchw, operands_alignment(operands, {})));
+  if (nchw->usable()) return execute_plan(op, device, *nchw, operand_bindings(operands, {}));
+  // Channels-last copies of the activations: inputs transposed in, outputs allocated.
+  std::vector<Tensor> copies(operands.size());
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    if (o.plane <= 0) continue;
+    if (o.written) {
+      const std::array<std::int64_t, 3> dims{n, o.plane, c};
+      CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
+    } else {
+      CAPSULE_TRY(copies[i], transposed_copy(op, device, o.tensor, n, c, o.plane));
+    }
+  }
+  CAPSULE_TRY(PlanPtr nhwc, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies)));
+  if (!nhwc->usable()) return no_engine_error(op, *nhwc, str("packed NCHW: ", nchw->refusal));
+  CAPSULE_CHECK(execute_plan(op, device, *nhwc, operand_bindings(operands, copies)));
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    if (!copies[i].defined() || !operands[i].written) continue;
+    Tensor out = operands[i].tensor;  // shares the caller's storage
+    CAPSULE_CHECK(transpose_into(op, device, copies[i], out, n, operands[i].plane, c));
+  }
+  return std::monostate{};
 }
 
 RuntimeStatus zero_on_stream(std::string_view op, const StartedDevice& device, Tensor& t) {

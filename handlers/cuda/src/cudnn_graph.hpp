@@ -95,11 +95,23 @@ cudnnDataType_t cudnn_dtype(DType dtype);
 /// plan built for one alignment is only reused for buffers with at least that alignment).
 std::int64_t common_alignment(std::initializer_list<const void*> addresses);
 
-/// A finalized, packed row-major (NCHW-contiguous) tensor descriptor. `by_value` tensors are
-/// host scalars passed in the variant pack (cuDNN's epsilon, for example).
+/// How a 4-D [n, c, h, w] operand lies in memory: packed NCHW (our row-major tensors as they
+/// are), or packed NHWC (a channels-last copy, for graphs cuDNN runs only channels-last).
+enum class MemoryLayout : std::int64_t { Nchw = 0, Nhwc = 1 };
+
+/// A finalized tensor descriptor of `dims` (4-D when `layout` is Nhwc), packed in `layout`.
+/// `by_value` tensors are host scalars passed in the variant pack (cuDNN's epsilon).
 RuntimeResult<Descriptor> make_tensor(std::string_view op, std::string_view what, std::int64_t uid,
                                       std::span<const std::int64_t> dims, DType dtype, std::int64_t alignment,
-                                      bool by_value = false);
+                                      bool by_value = false, MemoryLayout layout = MemoryLayout::Nchw);
+
+/// Copies a packed [batch, rows, cols] tensor to a fresh packed [batch, cols, rows] one on our
+/// stream: NCHW → NHWC with (n, c, h·w), and back with (n, h·w, c).
+RuntimeResult<Tensor> transposed_copy(std::string_view op, const StartedDevice& device, const Tensor& in,
+                                      std::int64_t batch, std::int64_t rows, std::int64_t cols);
+/// The same into an existing tensor `out` of in's element count.
+RuntimeStatus transpose_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
+                             std::int64_t batch, std::int64_t rows, std::int64_t cols);
 
 /// A built execution plan and what was chosen for it.
 struct GraphPlan {
@@ -109,6 +121,11 @@ struct GraphPlan {
   std::int64_t engine = -1;       ///< cuDNN's global engine index
   bool nondeterministic = false;  ///< the engine carries CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
   std::string description;        ///< op, graph, dtype, engine, determinism, workspace
+  DType dtype = DType::F32;
+  std::string refusal;  ///< why no engine accepts the graph, when `plan` is empty
+
+  /// False when cuDNN has no acceptable engine for the graph (see no_engine_error).
+  bool usable() const { return plan.get() != nullptr; }
 };
 using PlanPtr = std::shared_ptr<const GraphPlan>;
 
@@ -117,10 +134,14 @@ using PlanPtr = std::shared_ptr<const GraphPlan>;
 /// heuristics (mode A, then the fallback list) for engine configurations, drops every engine
 /// whose numerical notes allow tensor-core down-conversion of float32 (TF32), reduced-precision
 /// reduction, FFT or Winograd, and finalizes the first deterministic engine that accepts the
-/// graph, or else the first nondeterministic one. No accepted engine: for float64 an
-/// InvalidArgument saying cuDNN has no float64 engine for the graph; for float32 a device error.
+/// graph, or else the first nondeterministic one. No accepted engine gives a plan that is not
+/// usable() and says why (callers may try another layout, then report no_engine_error).
 RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& device, std::vector<Descriptor> operations,
                                   std::vector<Descriptor> parts, DType dtype, std::string_view graph_name);
+
+/// The error of an unusable plan (`more`: what else was tried): for float64 an InvalidArgument
+/// saying cuDNN has no float64 engine for the graph, for float32 a device error.
+Failure<RuntimeError> no_engine_error(std::string_view op, const GraphPlan& plan, std::string_view more = {});
 
 /// Leading entries of plan keys, one per handler file, so keys of different ops never meet.
 enum class PlanFamily : std::int64_t { Conv = 1000, Pool = 2000, BatchNorm = 3000 };
@@ -144,6 +165,25 @@ struct Binding {
 /// (stream-ordered) after the launch; then after_launch.
 RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, const GraphPlan& plan,
                            std::span<const Binding> bindings);
+
+/// One operand of a graph run with a layout fallback (run_any_layout).
+struct Operand {
+  std::int64_t uid = 0;
+  Tensor tensor;               ///< a device tensor, or undefined for a host by-value scalar
+  const void* host = nullptr;  ///< the by-value scalar
+  bool written = false;        ///< the graph writes it
+  std::int64_t plane = 0;      ///< > 0: an activation [n, c, plane] that a channels-last run copies
+};
+
+/// A graph's cached plan for a memory layout and a byte alignment.
+using PlanForLayout = std::function<RuntimeResult<PlanPtr>(MemoryLayout layout, std::int64_t align)>;
+
+/// Runs a graph on our NCHW `operands` as they are when cuDNN has an engine for the packed NCHW
+/// graph; otherwise on NHWC copies of the activations ([n, c, plane] → [n, plane, c] on our
+/// stream, the written ones copied back after), when it has one for that; otherwise the
+/// no-engine error naming both refusals.
+RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, std::int64_t n, std::int64_t c,
+                             std::span<const Operand> operands, const PlanForLayout& plan_for);
 
 /// Zeroes `t` on our stream (a result the graphs cannot produce: an empty operand, a sum over
 /// nothing).

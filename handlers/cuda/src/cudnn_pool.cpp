@@ -12,7 +12,9 @@
 //   forward   RESAMPLE_FWD   X = x, Y = y
 //   backward  RESAMPLE_BWD   DX = dx, DY = g, and for max_pool X = x and Y = the forward's y
 //             (cuDNN finds each window's maximum again; no index tensor is kept)
-// A 1-D call [n, c, l] runs as the 2-D [n, c, 1, l] with a window of height 1.
+// A 1-D call [n, c, l] runs as the 2-D [n, c, 1, l] with a window of height 1. When cuDNN has no
+// engine for the packed NCHW graph, the same graph runs on channels-last (NHWC) copies of x, y,
+// dx and dy made by our transpose kernel (run_any_layout); the values are the same.
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -77,7 +79,8 @@ constexpr std::int64_t kUidX = 1, kUidY = 2, kUidDx = 3, kUidDy = 4;
 std::array<cudnnFraction_t, 2> fractions(const Pair& p) { return {cudnnFraction_t{p[0], 1}, cudnnFraction_t{p[1], 1}}; }
 
 RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice& device, PoolKind kind,
-                                       bool backward, DType dtype, std::int64_t align, const PoolPlan& plan) {
+                                       bool backward, DType dtype, std::int64_t align, const PoolPlan& plan,
+                                       MemoryLayout layout) {
   const std::array<cudnnFraction_t, 2> window = fractions(plan.kernel);
   const std::array<cudnnFraction_t, 2> strides = fractions(plan.stride);
   const std::array<cudnnFraction_t, 2> pads = fractions(plan.pad);
@@ -96,10 +99,11 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
 
   std::vector<Descriptor> operations;
   std::vector<Descriptor> parts;
-  std::string_view graph = backward ? "resample backward" : "resample forward";
+  const std::string graph = str(backward ? "resample backward" : "resample forward",
+                                layout == MemoryLayout::Nhwc ? " (channels-last copy)" : "");
   if (!backward) {
-    CAPSULE_TRY(Descriptor xt, make_tensor(op, "x", kUidX, plan.in, dtype, align));
-    CAPSULE_TRY(Descriptor yt, make_tensor(op, "y", kUidY, plan.out, dtype, align));
+    CAPSULE_TRY(Descriptor xt, make_tensor(op, "x", kUidX, plan.in, dtype, align, false, layout));
+    CAPSULE_TRY(Descriptor yt, make_tensor(op, "y", kUidY, plan.out, dtype, align, false, layout));
     DescriptorBuilder operation(op, CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR, "the resample forward operation");
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC, xt);
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC, yt);
@@ -109,16 +113,16 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
     parts.push_back(std::move(xt));
     parts.push_back(std::move(yt));
   } else {
-    CAPSULE_TRY(Descriptor dxt, make_tensor(op, "dx", kUidDx, plan.in, dtype, align));
-    CAPSULE_TRY(Descriptor dyt, make_tensor(op, "dy", kUidDy, plan.out, dtype, align));
+    CAPSULE_TRY(Descriptor dxt, make_tensor(op, "dx", kUidDx, plan.in, dtype, align, false, layout));
+    CAPSULE_TRY(Descriptor dyt, make_tensor(op, "dy", kUidDy, plan.out, dtype, align, false, layout));
     DescriptorBuilder operation(op, CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR, "the resample backward operation");
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC, dxt);
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, dyt);
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, resample_desc);
     Descriptor xt, yt;
     if (kind == PoolKind::Max) {
-      CAPSULE_TRY(xt, make_tensor(op, "x", kUidX, plan.in, dtype, align));
-      CAPSULE_TRY(yt, make_tensor(op, "y", kUidY, plan.out, dtype, align));
+      CAPSULE_TRY(xt, make_tensor(op, "x", kUidX, plan.in, dtype, align, false, layout));
+      CAPSULE_TRY(yt, make_tensor(op, "y", kUidY, plan.out, dtype, align, false, layout));
       operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, xt);
       operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, yt);
     }
@@ -131,28 +135,31 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
   return built;
 }
 
-/// Runs the pool's forward (x → y) or backward (g → dx, with x and y for max_pool) graph.
+/// Runs the pool's forward (x → y) or backward (g → dx, with x and y for max_pool) graph on
+/// `operands`, packed NCHW or else on channels-last copies (run_any_layout).
 RuntimeStatus run_pool(std::string_view op, const StartedDevice& device, PoolKind kind, bool backward, DType dtype,
-                       const PoolPlan& plan, std::span<const Binding> bindings) {
-  std::int64_t align = 16;
-  for (const Binding& b : bindings) align = std::min(align, common_alignment({b.data}));
-  std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::Pool), static_cast<std::int64_t>(kind),
-                                backward ? 1 : 0, static_cast<std::int64_t>(dtype), align};
-  for (const Dims4* d : {&plan.in, &plan.out}) key.insert(key.end(), d->begin(), d->end());
-  for (const Pair* p : {&plan.kernel, &plan.stride, &plan.pad}) key.insert(key.end(), p->begin(), p->end());
-  CAPSULE_TRY(PlanPtr built,
-              cached_plan(key, [&] { return build_pool_plan(op, device, kind, backward, dtype, align, plan); }));
-  return execute_plan(op, device, *built, bindings);
+                       const PoolPlan& plan, std::span<const Operand> operands) {
+  auto plan_for = [&](MemoryLayout layout, std::int64_t align) {
+    std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::Pool), static_cast<std::int64_t>(kind),
+                                  backward ? 1 : 0, static_cast<std::int64_t>(dtype), align,
+                                  static_cast<std::int64_t>(layout)};
+    for (const Dims4* d : {&plan.in, &plan.out}) key.insert(key.end(), d->begin(), d->end());
+    for (const Pair* p : {&plan.kernel, &plan.stride, &plan.pad}) key.insert(key.end(), p->begin(), p->end());
+    return cached_plan(key, [&] { return build_pool_plan(op, device, kind, backward, dtype, align, plan, layout); });
+  };
+  return run_any_layout(op, device, plan.in[0], plan.in[1], operands, plan_for);
 }
+
+std::int64_t plane(const Dims4& d) { return d[2] * d[3]; }
 
 RuntimeResult<Tensor> pool_forward(std::string_view op, PoolKind kind, Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(PoolPlan plan, plan_pool(op, inputs, attrs));
   CAPSULE_TRY(const StartedDevice* device, started(op));
   CAPSULE_TRY(Tensor out, new_device_tensor(op, plan.out_shape, inputs[0].dtype()));
   if (out.numel() == 0) return out;  // no batch entry or no channel: nothing to pool
-  const std::array<Binding, 2> bindings{Binding{kUidX, inputs[0].device_address()},
-                                        Binding{kUidY, out.device_address()}};
-  CAPSULE_CHECK(run_pool(op, *device, kind, false, out.dtype(), plan, bindings));
+  const std::array<Operand, 2> operands{Operand{kUidX, inputs[0], nullptr, false, plane(plan.in)},
+                                        Operand{kUidY, out, nullptr, true, plane(plan.out)}};
+  CAPSULE_CHECK(run_pool(op, *device, kind, false, out.dtype(), plan, operands));
   return out;
 }
 
@@ -172,18 +179,19 @@ Grads pool_backward(std::string_view op, PoolKind kind, Inputs inputs, const Ten
     CAPSULE_CHECK(zero_on_stream(op, *device, dx));
     return std::vector<Tensor>{dx};
   }
-  std::vector<Binding> bindings{Binding{kUidDx, dx.device_address()}, Binding{kUidDy, grad.device_address()}};
-  Tensor y = output;
+  std::vector<Operand> operands{Operand{kUidDx, dx, nullptr, true, plane(plan.in)},
+                                Operand{kUidDy, grad, nullptr, false, plane(plan.out)}};
   if (kind == PoolKind::Max) {
     // The forward's output locates each window's maximum; a call without it on the device
     // (a direct backward call) recomputes it.
+    Tensor y = output;
     if (!y.defined() || y.device() != Device::Cuda || !(y.shape() == expected) || y.dtype() != x.dtype()) {
       CAPSULE_TRY(y, pool_forward(op, kind, inputs, attrs));
     }
-    bindings.push_back(Binding{kUidX, x.device_address()});
-    bindings.push_back(Binding{kUidY, y.device_address()});
+    operands.push_back(Operand{kUidX, x, nullptr, false, plane(plan.in)});
+    operands.push_back(Operand{kUidY, y, nullptr, false, plane(plan.out)});
   }
-  CAPSULE_CHECK(run_pool(op, *device, kind, true, x.dtype(), plan, bindings));
+  CAPSULE_CHECK(run_pool(op, *device, kind, true, x.dtype(), plan, operands));
   return std::vector<Tensor>{dx};
 }
 

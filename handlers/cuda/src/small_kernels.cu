@@ -79,6 +79,28 @@ __global__ void channel_sum_kernel(const T* in, T* out, std::int64_t n, std::int
 }
 
 template <class T>
+__global__ void transpose_batched_kernel(const T* in, T* out, std::int64_t total, std::int64_t rows,
+                                         std::int64_t cols) {
+  const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+    // o indexes out [batch, cols, rows]: (b, j, i) reads in (b, i, j).
+    const std::int64_t i = o % rows;
+    const std::int64_t j = (o / rows) % cols;
+    const std::int64_t b = o / (rows * cols);
+    out[o] = in[(b * rows + i) * cols + j];
+  }
+}
+
+template <class T>
+cudaError_t transpose_batched(const T* in, T* out, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                              cudaStream_t stream) {
+  const std::int64_t total = batch * rows * cols;
+  if (total <= 0) return cudaSuccess;
+  transpose_batched_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(in, out, total, rows, cols);
+  return cudaGetLastError();
+}
+
+template <class T>
 cudaError_t add_channel_bias(T* out, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t spatial,
                              cudaStream_t stream) {
   const std::int64_t total = n * channels * spatial;
@@ -133,6 +155,15 @@ cudaError_t launch_channel_sum(const float* in, float* out, std::int64_t n, std:
 cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, std::int64_t channels,
                                std::int64_t spatial, cudaStream_t stream) {
   return channel_sum(in, out, n, channels, spatial, stream);
+}
+
+cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream) {
+  return transpose_batched(in, out, batch, rows, cols, stream);
+}
+cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream) {
+  return transpose_batched(in, out, batch, rows, cols, stream);
 }
 
 }  // namespace capsule::cuda

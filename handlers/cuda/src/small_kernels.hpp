@@ -39,4 +39,11 @@ cudaError_t launch_channel_sum(const float* in, float* out, std::int64_t n, std:
 cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, std::int64_t channels,
                                std::int64_t spatial, cudaStream_t stream);
 
+/// out[b, j, i] = in[b, i, j] for packed in [batch, rows, cols] and out [batch, cols, rows] (an
+/// NCHW ↔ NHWC copy for cuDNN graphs that run channels-last only).
+cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream);
+cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream);
+
 }  // namespace capsule::cuda
