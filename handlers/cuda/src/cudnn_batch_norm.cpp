@@ -139,7 +139,8 @@ RuntimeStatus run_norm(const StartedDevice& device, bool backward, DType dtype, 
     std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
                                   static_cast<std::int64_t>(dtype), align, static_cast<std::int64_t>(layout)};
     key.insert(key.end(), plan.x.begin(), plan.x.end());
-    return cached_plan(key, [&] { return build_norm_plan(device, backward, dtype, align, plan, layout); });
+    return cached_plan(kOp, device, key, dtype,
+                       [&] { return build_norm_plan(device, backward, dtype, align, plan, layout); });
   };
   return run_any_layout(kOp, device, plan.x[0], plan.x[1], operands, plan_for);
 }

@@ -196,8 +196,9 @@ RuntimeStatus run_conv(std::string_view op, const StartedDevice& device, ConvKin
                                 static_cast<std::int64_t>(dtype), align};
   for (const Dims4* d : {&x, &w, &y}) key.insert(key.end(), d->begin(), d->end());
   for (const Pair* p : {&geo.stride, &geo.pad, &geo.dil}) key.insert(key.end(), p->begin(), p->end());
-  CAPSULE_TRY(PlanPtr plan,
-              cached_plan(key, [&] { return build_conv_plan(op, device, kind, dtype, align, x, w, y, geo); }));
+  CAPSULE_TRY(PlanPtr plan, cached_plan(op, device, key, dtype, [&] {
+                return build_conv_plan(op, device, kind, dtype, align, x, w, y, geo);
+              }));
   const std::array<Binding, 3> bindings{Binding{kUidX, x_data}, Binding{kUidW, w_data}, Binding{kUidY, y_data}};
   return execute_plan(op, device, *plan, bindings);
 }

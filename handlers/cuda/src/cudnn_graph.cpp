@@ -327,7 +327,8 @@ PlanCache& plan_cache() {
 
 }  // namespace
 
-RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
+RuntimeResult<PlanPtr> cached_plan(std::string_view op, const StartedDevice& device,
+                                   const std::vector<std::int64_t>& key, DType dtype,
                                    const std::function<RuntimeResult<PlanPtr>()>& build) {
   // A handful of shapes per model; the cap only bounds a pathological caller. Plans in use are
   // shared, so clearing never frees one under a running call.
@@ -338,7 +339,23 @@ RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
     std::lock_guard<std::mutex> lock(*mutex);
     if (auto it = plans->find(key); it != plans->end()) return it->second;
   }
-  CAPSULE_TRY(PlanPtr built, build());
+  // A handle that cannot be made is the device's failure, never a graph's refusal.
+  CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
+  (void)handle;
+  RuntimeResult<PlanPtr> result = build();
+  if (!result && result.error().code != RuntimeCode::DeviceError) return fail(std::move(result).error());
+  PlanPtr built;
+  if (result) {
+    built = std::move(result).value();
+  } else {
+    // cuDNN refused to describe or finalize the graph itself (an operation or tensor it does not
+    // support in this layout or type): no engine for it, remembered like any other refusal.
+    auto refused = std::make_shared<GraphPlan>();
+    refused->dtype = dtype;
+    refused->description = str(result.error().message, " (no plan)");
+    refused->refusal = result.error().message;
+    built = std::move(refused);
+  }
   std::lock_guard<std::mutex> lock(*mutex);
   if (plans->size() >= kMaxPlans) plans->clear();
   return plans->emplace(key, std::move(built)).first->second;

@@ -147,9 +147,12 @@ Failure<RuntimeError> no_engine_error(std::string_view op, const GraphPlan& plan
 enum class PlanFamily : std::int64_t { Conv = 1000, Pool = 2000, BatchNorm = 3000 };
 
 /// The plan cached under `key` (its PlanFamily first, then the graph kind, dtype, alignment,
-/// shapes and attributes), or the one `build` makes, cached for the next call. Guarded by a mutex; a build runs outside
-/// it (two threads may build the same plan once each; one is kept).
-RuntimeResult<PlanPtr> cached_plan(const std::vector<std::int64_t>& key,
+/// shapes and attributes), or the one `build` makes, cached for the next call. A build that fails
+/// with a device error (cuDNN refusing a descriptor of the graph) is cached as an unusable plan of
+/// `dtype` saying so. Guarded by a mutex; a build runs outside it (two threads may build the same
+/// plan once each; one is kept).
+RuntimeResult<PlanPtr> cached_plan(std::string_view op, const StartedDevice& device,
+                                   const std::vector<std::int64_t>& key, DType dtype,
                                    const std::function<RuntimeResult<PlanPtr>()>& build);
 
 /// The cached plans, one line each (cudnn_plan_report).

@@ -145,7 +145,8 @@ RuntimeStatus run_pool(std::string_view op, const StartedDevice& device, PoolKin
                                   static_cast<std::int64_t>(layout)};
     for (const Dims4* d : {&plan.in, &plan.out}) key.insert(key.end(), d->begin(), d->end());
     for (const Pair* p : {&plan.kernel, &plan.stride, &plan.pad}) key.insert(key.end(), p->begin(), p->end());
-    return cached_plan(key, [&] { return build_pool_plan(op, device, kind, backward, dtype, align, plan, layout); });
+    return cached_plan(op, device, key, dtype,
+                       [&] { return build_pool_plan(op, device, kind, backward, dtype, align, plan, layout); });
   };
   return run_any_layout(op, device, plan.in[0], plan.in[1], operands, plan_for);
 }
