@@ -47,6 +47,77 @@ cudaError_t fill(T* out, T value, std::int64_t count, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <class T>
+__global__ void add_channel_bias_kernel(T* out, const T* bias, std::int64_t total, std::int64_t channels,
+                                        std::int64_t spatial) {
+  const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    out[i] = out[i] + bias[(i / spatial) % channels];
+  }
+}
+
+// Launched with kThreads threads: each sums a fixed stride of the channel's n·spatial elements
+// in increasing order, then a fixed halving tree combines the partial sums.
+template <class T>
+__global__ void channel_sum_kernel(const T* in, T* out, std::int64_t n, std::int64_t channels, std::int64_t spatial) {
+  __shared__ T partial[kThreads];
+  const std::int64_t count = n * spatial;
+  for (std::int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    T acc = T(0);
+    for (std::int64_t j = threadIdx.x; j < count; j += kThreads) {
+      acc = acc + in[((j / spatial) * channels + c) * spatial + j % spatial];
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half /= 2) {
+      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] = partial[threadIdx.x] + partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[c] = partial[0];
+    __syncthreads();  // partial is reused by this block's next channel
+  }
+}
+
+template <class T>
+__global__ void transpose_batched_kernel(const T* in, T* out, std::int64_t total, std::int64_t rows,
+                                         std::int64_t cols) {
+  const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+    // o indexes out [batch, cols, rows]: (b, j, i) reads in (b, i, j).
+    const std::int64_t i = o % rows;
+    const std::int64_t j = (o / rows) % cols;
+    const std::int64_t b = o / (rows * cols);
+    out[o] = in[(b * rows + i) * cols + j];
+  }
+}
+
+template <class T>
+cudaError_t transpose_batched(const T* in, T* out, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                              cudaStream_t stream) {
+  const std::int64_t total = batch * rows * cols;
+  if (total <= 0) return cudaSuccess;
+  transpose_batched_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(in, out, total, rows, cols);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t add_channel_bias(T* out, const T* bias, std::int64_t n, std::int64_t channels, std::int64_t spatial,
+                             cudaStream_t stream) {
+  const std::int64_t total = n * channels * spatial;
+  if (total <= 0) return cudaSuccess;
+  add_channel_bias_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(out, bias, total, channels, spatial);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t channel_sum(const T* in, T* out, std::int64_t n, std::int64_t channels, std::int64_t spatial,
+                        cudaStream_t stream) {
+  if (channels <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(channels < kMaxBlocks ? channels : kMaxBlocks);
+  channel_sum_kernel<T><<<blocks, kThreads, 0, stream>>>(in, out, n, channels, spatial);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t launch_probe_kernel(int* flag, int value, cudaStream_t stream) {
@@ -67,6 +138,32 @@ cudaError_t launch_fill(float* out, float value, std::int64_t count, cudaStream_
 }
 cudaError_t launch_fill(double* out, double value, std::int64_t count, cudaStream_t stream) {
   return fill(out, value, count, stream);
+}
+
+cudaError_t launch_add_channel_bias(float* out, const float* bias, std::int64_t n, std::int64_t channels,
+                                    std::int64_t spatial, cudaStream_t stream) {
+  return add_channel_bias(out, bias, n, channels, spatial, stream);
+}
+cudaError_t launch_add_channel_bias(double* out, const double* bias, std::int64_t n, std::int64_t channels,
+                                    std::int64_t spatial, cudaStream_t stream) {
+  return add_channel_bias(out, bias, n, channels, spatial, stream);
+}
+cudaError_t launch_channel_sum(const float* in, float* out, std::int64_t n, std::int64_t channels,
+                               std::int64_t spatial, cudaStream_t stream) {
+  return channel_sum(in, out, n, channels, spatial, stream);
+}
+cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, std::int64_t channels,
+                               std::int64_t spatial, cudaStream_t stream) {
+  return channel_sum(in, out, n, channels, spatial, stream);
+}
+
+cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream) {
+  return transpose_batched(in, out, batch, rows, cols, stream);
+}
+cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream) {
+  return transpose_batched(in, out, batch, rows, cols, stream);
 }
 
 }  // namespace capsule::cuda

@@ -24,4 +24,26 @@ cudaError_t launch_broadcast_rows(double* out, const double* row, std::int64_t r
 cudaError_t launch_fill(float* out, float value, std::int64_t count, cudaStream_t stream);
 cudaError_t launch_fill(double* out, double value, std::int64_t count, cudaStream_t stream);
 
+/// out[n, c, s] += bias[c] over a contiguous [n, channels, spatial] tensor (the conv bias, added
+/// once after the convolution's own sum, as the reference adds it).
+cudaError_t launch_add_channel_bias(float* out, const float* bias, std::int64_t n, std::int64_t channels,
+                                    std::int64_t spatial, cudaStream_t stream);
+cudaError_t launch_add_channel_bias(double* out, const double* bias, std::int64_t n, std::int64_t channels,
+                                    std::int64_t spatial, cudaStream_t stream);
+
+/// out[c] = Σ_{n, s} in[n, c, s] over a contiguous [n, channels, spatial] tensor (the conv bias
+/// gradient). One block per channel, a fixed split over its threads and a fixed tree: the same
+/// inputs give the same bits on every run (no atomics).
+cudaError_t launch_channel_sum(const float* in, float* out, std::int64_t n, std::int64_t channels,
+                               std::int64_t spatial, cudaStream_t stream);
+cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, std::int64_t channels,
+                               std::int64_t spatial, cudaStream_t stream);
+
+/// out[b, j, i] = in[b, i, j] for packed in [batch, rows, cols] and out [batch, cols, rows] (an
+/// NCHW ↔ NHWC copy for cuDNN graphs that run channels-last only).
+cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream);
+cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                     std::int64_t cols, cudaStream_t stream);
+
 }  // namespace capsule::cuda

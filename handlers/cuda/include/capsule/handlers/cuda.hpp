@@ -15,6 +15,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capsule/fingerprint.hpp"
 #include "capsule/runtime/handler.hpp"
@@ -31,7 +32,7 @@ inline constexpr std::string_view kCudaLayoutGuard = "contiguous CUDA device buf
 inline constexpr std::string_view kCudaRuntimeName = "CUDA runtime (device 0, one stream, stream-ordered pool)";
 
 /// Registers the CUDA device runtime (its probe runs at every CUDA session open) and every cuBLAS
-/// handler. Registering needs no device: a machine without one can register and plan, and then
+/// and cuDNN handler. Registering needs no device: a machine without one can register and plan, and then
 /// fails at session open with the probe's reason.
 RuntimeStatus register_cuda_handlers(HandlerRegistry& registry);
 
@@ -59,6 +60,11 @@ bool cuda_sync_after_launch();
 
 /// Waits for everything queued on our stream; an error names `where`.
 RuntimeStatus cuda_synchronize(std::string_view where);
+
+/// One line per cuDNN execution plan this process has built and cached: the op, the graph, the
+/// dtype, cuDNN's global engine index, whether that engine is noted nondeterministic, its
+/// workspace, and the plan's key (alignment, dims, attributes). For the GPU suites' reports.
+std::vector<std::string> cudnn_plan_report();
 
 /// The CUDA runtime, cuBLAS and cuDNN versions (compiled against and loaded) and the shared objects
 /// they come from (`provider.cuda.*`), the driver (`device.cuda.driver`), and device 0's name and
