@@ -1,7 +1,8 @@
 # Writes build_identity.cpp: the build entries of the environment fingerprint. Run by the
 # capsule_build_info_generate target at every build; OUTPUT is replaced only when its content
 # changes. Inputs (-D): SOURCE_DIR, GIT, OUTPUT, VERSION, BUILD_TYPE, COMPILER, FLAGS,
-# REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built.
+# REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built;
+# CUDA_LIBRARY when the CUDA providers are.
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
@@ -67,6 +68,17 @@ if(LIBTORCH_LIBRARY)
     "provider.libtorch.library" "${libtorch_file}"
     "provider.libtorch.sha256" "${libtorch_sha256}"
     "provider.libtorch.version" "LibTorch ${LIBTORCH_VERSION}")
+endif()
+if(CUDA_LIBRARY)
+  # One library holds the cuBLAS and the cuDNN handlers. The vendor libraries' versions are not
+  # build entries: they are loaded at run time, and cuda_fingerprint() records them per run.
+  file(SHA256 "${CUDA_LIBRARY}" cuda_sha256)
+  get_filename_component(cuda_file "${CUDA_LIBRARY}" NAME)
+  list(APPEND entries
+    "provider.cublas.library" "${cuda_file}"
+    "provider.cublas.sha256" "${cuda_sha256}"
+    "provider.cudnn.library" "${cuda_file}"
+    "provider.cudnn.sha256" "${cuda_sha256}")
 endif()
 set(body "")
 list(LENGTH entries count)
