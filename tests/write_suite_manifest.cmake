@@ -2,7 +2,7 @@
 # shared-definition evidence against: every doctest suite of the test binaries and the
 # (op, provider, device, obligation) cases each declares (tests/suite_coverage.hpp; format in
 # docs/decisions.md, "Evidence names"). Inputs: TESTS (the test binaries, separated by `|`: the
-# engine tests, then the LibTorch tests where the build has them), OUT (the file).
+# engine tests, then the LibTorch tests and the GPU tests where the build has them), OUT (the file).
 foreach(var TESTS OUT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "write_suite_manifest.cmake needs -D${var}=...")

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh where there is no GPU: its usage, its argument errors, a bundle of the built
+# capsule_gpu_tests (what is carried, what is left to the GPU machine), and the run's refusal
+# without a device, naming the reason, with the environment phase written and no ledger.
+# Also the binary's own refusal to write a ledger without a device. Skips (77) where a device is
+# usable, since the refusal cannot be seen there.
+# Usage: gpu_check_script_check.sh SOURCE_DIR WORK_DIR CAPSULE_GPU_TESTS
+set -euo pipefail
+source_dir=$1
+work=$2
+binary=$3
+script=$source_dir/tools/gpu-check.sh
+rm -rf "$work"
+mkdir -p "$work"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+expect_status() {  # expected actual what
+  [[ $1 == "$2" ]] || fail "$3: exit status $2, expected $1"
+}
+expect_in() {  # file text what
+  grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "$3: \`$2\` not in $1"; }
+}
+
+if "$binary" --probe >"$work/probe.txt" 2>&1; then
+  echo "SKIP: a CUDA device is usable here: $(cat "$work/probe.txt")"
+  exit 77
+fi
+expect_in "$work/probe.txt" "no usable CUDA device: " "capsule_gpu_tests --probe"
+
+status=0
+"$binary" --ledger "$work/ledger.json" >"$work/ledger.out" 2>&1 || status=$?
+expect_status 1 "$status" "capsule_gpu_tests --ledger without a device"
+expect_in "$work/ledger.out" "capsule_gpu_tests --ledger: no usable CUDA device: " "capsule_gpu_tests --ledger"
+[[ ! -e $work/ledger.json ]] || fail "capsule_gpu_tests wrote a ledger without a device"
+
+bash "$script" --help >"$work/help.txt"
+expect_in "$work/help.txt" "usage: tools/gpu-check.sh --bundle" "--help"
+expect_in "$work/help.txt" "--quick" "--help"
+
+status=0
+bash "$script" --frobnicate >"$work/bad.out" 2>&1 || status=$?
+expect_status 2 "$status" "an unknown argument"
+expect_in "$work/bad.out" "gpu-check: unknown argument \`--frobnicate\`" "an unknown argument"
+
+status=0
+bash "$script" --out >"$work/noval.out" 2>&1 || status=$?
+expect_status 1 "$status" "--out without a folder"
+expect_in "$work/noval.out" "gpu-check: --out needs a folder" "--out without a folder"
+
+# The bundle of the binary already built (no nested build from a test).
+build_dir=$(cd "$(dirname "$binary")/../.." && pwd)
+CAPSULE_BUILD_DIR=$build_dir bash "$script" --bundle "$work/bundle" --no-build >"$work/bundle.out" 2>&1 ||
+  { cat "$work/bundle.out" >&2; fail "--bundle failed"; }
+[[ -x $work/bundle/bin/capsule_gpu_tests ]] || fail "the bundle has no bin/capsule_gpu_tests"
+expect_in "$work/bundle/BUNDLE.txt" "carried: " "BUNDLE.txt"
+expect_in "$work/bundle/BUNDLE.txt" "libtomlplusplus" "BUNDLE.txt (toml++ is carried)"
+expect_in "$work/bundle/BUNDLE.txt" "resolved on the GPU machine: " "BUNDLE.txt"
+expect_in "$work/bundle/BUNDLE.txt" "libcublas" "BUNDLE.txt (cuBLAS is left to the GPU machine)"
+for lib in "$work"/bundle/lib/*; do
+  case "$(basename "$lib")" in
+    libcuda* | libcublas* | libcudnn* | libc.so* | libm.so*) fail "the bundle carries $(basename "$lib")" ;;
+    libboost*) fail "the bundle carries Boost ($(basename "$lib")): capsule_gpu_tests must not link it" ;;
+  esac
+done
+
+# A folder that is not a bundle is never overwritten.
+mkdir -p "$work/precious"
+echo keep >"$work/precious/file"
+status=0
+CAPSULE_BUILD_DIR=$build_dir bash "$script" --bundle "$work/precious" --no-build >"$work/precious.out" 2>&1 || status=$?
+expect_status 1 "$status" "--bundle into a folder that is not a bundle"
+expect_in "$work/precious.out" "not overwriting it" "--bundle into a folder that is not a bundle"
+[[ -f $work/precious/file ]] || fail "--bundle removed a folder that was not a bundle"
+
+# The run: no device here, so phase 1 says why and nothing else runs.
+status=0
+bash "$script" --quick --out "$work/out" --bundle-dir "$work/bundle" >"$work/run.out" 2>&1 || status=$?
+expect_status 1 "$status" "a run without a device"
+expect_in "$work/run.out" "gpu-check: no usable CUDA device: " "a run without a device"
+expect_in "$work/out/phase-1-environment.log" "no usable CUDA device: " "phase-1-environment.log"
+expect_in "$work/out/summary.txt" "phase 1 environment: failed: no usable CUDA device: " "summary.txt"
+[[ ! -e $work/out/gpu-ledger.json && ! -e $work/out/phase-2-parity.log ]] || fail "a run without a device went past phase 1"
+
+# Without a bundle, the run says how to make one.
+status=0
+bash "$script" --quick --out "$work/out2" --bundle-dir "$work/no-bundle" >"$work/nobundle.out" 2>&1 || status=$?
+expect_status 1 "$status" "a run without a bundle"
+expect_in "$work/nobundle.out" "run \`tools/gpu-check.sh --bundle\` on the build machine first" "a run without a bundle"
+echo "PASS: tools/gpu-check.sh refuses without a device and bundles without Boost or CUDA's libraries"

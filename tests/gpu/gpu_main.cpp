@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// capsule_gpu_tests' main: the shared runner (tests/runner.hpp) with this build's
+// fingerprint plus the CUDA providers' (driver, runtime, cuBLAS, cuDNN, device 0), so a ledger
+// written on the GPU machine names the device it ran on. A --ledger or --verify-coverage run is
+// refused without a usable device: the parity suites could not run, and a ledger of cases that
+// did not run would only say so. `--probe` only prints whether device 0 is usable (exit 0) or
+// why not (exit 1): tools/gpu-check.sh asks it before running anything.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "capsule/build_info.hpp"
+#include "capsule/handlers/cuda.hpp"
+#include "gpu_support.hpp"
+#include "runner.hpp"
+
+namespace {
+
+capsule::EnvironmentFingerprint gpu_fingerprint() {
+  capsule::EnvironmentFingerprint fingerprint = capsule::current_fingerprint();
+  const capsule::EnvironmentFingerprint cuda = capsule::cuda_fingerprint();
+  capsule::add_entries(fingerprint, cuda);
+  // The keys a ledger verdict describes a run's device with (`device.<device>`,
+  // `device.<device>.driver`): "passed: ... on cuda (NVIDIA H200), driver 13.0".
+  if (std::string device = cuda.get("provider.cuda.device"); !device.empty() && device != "none") {
+    fingerprint.set("device.cuda", device);
+  }
+  if (std::string driver = cuda.get("provider.cuda.driver"); !driver.empty() && driver != "none") {
+    fingerprint.set("device.cuda.driver", driver);
+  }
+  return fingerprint;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--probe") {
+    if (auto reason = capsule::gpu_test::device_missing()) {
+      std::cout << "no usable CUDA device: " << *reason << "\n";
+      return 1;
+    }
+    const capsule::EnvironmentFingerprint cuda = capsule::cuda_fingerprint();
+    std::cout << "CUDA device 0 is usable: " << cuda.get("provider.cuda.device") << " (compute capability "
+              << cuda.get("provider.cuda.device.compute_capability") << "), driver " << cuda.get("provider.cuda.driver")
+              << "\n";
+    return 0;
+  }
+  capsule::testing::TestBinary binary;
+  binary.name = "capsule_gpu_tests";
+  binary.fingerprint = gpu_fingerprint;
+  binary.refuse_evidence_run = []() -> std::optional<std::string> {
+    if (auto reason = capsule::gpu_test::device_missing()) {
+      return "no usable CUDA device: " + *reason + "; the parity suites need one, so no ledger is written";
+    }
+    return std::nullopt;
+  };
+  return capsule::testing::run_test_binary(argc, argv, binary);
+}

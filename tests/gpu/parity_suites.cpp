@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GPU parity suites cublas.values, cublas.vjps, cudnn.values and cudnn.vjps: every CUDA
+// vendor handler against the reference on the same inputs, forward and VJP (parity.hpp). One
+// test case per op and obligation, so a failure in one op's cases never hides another op's
+// checks from the ledger. Each suite declares its coverage from the same table its cases iterate.
+#include "parity_suites.hpp"
+
+#include <doctest/doctest.h>
+
+#include <iostream>
+
+#include "gpu_support.hpp"
+#include "parity.hpp"
+#include "suite_coverage.hpp"
+
+namespace capsule::gpu_test {
+
+const std::vector<Op>& parity_ops(Provider provider) {
+  static const std::vector<Op> cublas = {Op::Matmul, Op::ScaledMatmul, Op::Linear};
+  static const std::vector<Op> cudnn = {Op::Conv, Op::ConvTranspose, Op::MaxPool, Op::AvgPool, Op::BatchNorm};
+  static const std::vector<Op> none;
+  return provider == Provider::Cublas ? cublas : provider == Provider::Cudnn ? cudnn : none;
+}
+
+std::vector<Op> registered_parity_ops(Provider provider) {
+  std::vector<Op> out;
+  for (const Op op : parity_ops(provider)) {
+    if (registry().find(op, provider, Device::Cuda) != nullptr) out.push_back(op);
+  }
+  return out;
+}
+
+namespace {
+
+const HandlerSpec* handler_or_skip(Op op, Provider provider) {
+  if (skip_without_device()) return nullptr;
+  const HandlerSpec* h = cuda_handler(op, provider);
+  if (h == nullptr && provider == Provider::Cudnn) {
+    std::cout << "capsule-skip: this build registers no cudnn handler for " << to_string(op) << " on cuda\n";
+    return nullptr;
+  }
+  REQUIRE_MESSAGE(h != nullptr, "this build registers no " << to_string(provider) << " handler for " << to_string(op));
+  return h;
+}
+
+}  // namespace
+
+void run_value_parity(Op op, Provider provider) {
+  const HandlerSpec* h = handler_or_skip(op, provider);
+  if (h == nullptr) return;
+  for (const ParityCase& c : parity_cases(op)) check_forward(*h, c);
+}
+
+void run_vjp_parity(Op op, Provider provider) {
+  const HandlerSpec* h = handler_or_skip(op, provider);
+  if (h == nullptr) return;
+  for (const ParityCase& c : parity_cases(op)) check_vjp(*h, c);
+}
+
+namespace {
+
+using testing::SuiteCoverage;
+
+const SuiteCoverage kCublasValues("cublas.values", Obligation::Value, Provider::Cublas, Device::Cuda,
+                                  [] { return registered_parity_ops(Provider::Cublas); });
+const SuiteCoverage kCublasVjps("cublas.vjps", Obligation::Vjp, Provider::Cublas, Device::Cuda,
+                                [] { return registered_parity_ops(Provider::Cublas); });
+const SuiteCoverage kCudnnValues("cudnn.values", Obligation::Value, Provider::Cudnn, Device::Cuda,
+                                 [] { return registered_parity_ops(Provider::Cudnn); });
+const SuiteCoverage kCudnnVjps("cudnn.vjps", Obligation::Vjp, Provider::Cudnn, Device::Cuda,
+                               [] { return registered_parity_ops(Provider::Cudnn); });
+
+}  // namespace
+}  // namespace capsule::gpu_test
+
+using capsule::Op;
+using capsule::Provider;
+using capsule::gpu_test::run_value_parity;
+using capsule::gpu_test::run_vjp_parity;
+
+// Test case names start with "parity:" (tests/gpu/CMakeLists.txt labels those `gpu`).
+TEST_SUITE("cublas.values") {
+  TEST_CASE("parity: cublas matmul forward") { run_value_parity(Op::Matmul, Provider::Cublas); }
+  TEST_CASE("parity: cublas scaled_matmul forward") { run_value_parity(Op::ScaledMatmul, Provider::Cublas); }
+  TEST_CASE("parity: cublas linear forward") { run_value_parity(Op::Linear, Provider::Cublas); }
+}
+
+TEST_SUITE("cublas.vjps") {
+  TEST_CASE("parity: cublas matmul vjp") { run_vjp_parity(Op::Matmul, Provider::Cublas); }
+  TEST_CASE("parity: cublas scaled_matmul vjp") { run_vjp_parity(Op::ScaledMatmul, Provider::Cublas); }
+  TEST_CASE("parity: cublas linear vjp") { run_vjp_parity(Op::Linear, Provider::Cublas); }
+}
+
+TEST_SUITE("cudnn.values") {
+  TEST_CASE("parity: cudnn conv forward") { run_value_parity(Op::Conv, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn conv_transpose forward") { run_value_parity(Op::ConvTranspose, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn max_pool forward") { run_value_parity(Op::MaxPool, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn avg_pool forward") { run_value_parity(Op::AvgPool, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn batch_norm forward") { run_value_parity(Op::BatchNorm, Provider::Cudnn); }
+}
+
+TEST_SUITE("cudnn.vjps") {
+  TEST_CASE("parity: cudnn conv vjp") { run_vjp_parity(Op::Conv, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn conv_transpose vjp") { run_vjp_parity(Op::ConvTranspose, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn max_pool vjp") { run_vjp_parity(Op::MaxPool, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn avg_pool vjp") { run_vjp_parity(Op::AvgPool, Provider::Cudnn); }
+  TEST_CASE("parity: cudnn batch_norm vjp") { run_vjp_parity(Op::BatchNorm, Provider::Cudnn); }
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The GPU check: the CUDA providers' parity suites (and, in a full run, the GPU benchmarks) on a
+# machine with a CUDA device, as one script. The GPU machine is bare (nvcc, CMake, ninja and pip's
+# torch, nothing to download) and its time is short, so the work is split:
+#
+#   here:        tools/gpu-check.sh --bundle [DIR]
+#                builds capsule_gpu_tests (no Boost: tests/gpu/CMakeLists.txt) in $CAPSULE_BUILD_DIR
+#                (default build/) and copies it, stripped of debug info, with the shared libraries
+#                it needs that are neither glibc nor CUDA's (toml++, libstdc++, libgcc_s) into DIR
+#                (default gpu-bundle/, ignored by git; the device tool carries it).
+#   GPU machine: tools/gpu-check.sh [--quick] [--out DIR] [--bundle-dir DIR]
+#                from the repository root. Resolves the CUDA libraries there (/usr/local/cuda and
+#                pip's nvidia/*/lib folders), then runs the phases below, writing each phase's
+#                file into DIR (default gpu-check-out/) as soon as the phase ends:
+#                  phase-1-environment.log  the device, driver, libraries resolved; exits 1 here
+#                                           when there is no usable CUDA device
+#                  phase-2-parity.log       the parity suites (cublas/cudnn .values and .vjps)
+#                  gpu-ledger.json          their evidence ledger (docs/evidence-ledger.md)
+#                  phase-3-libtorch-cuda.log  the LibTorch CUDA provider: not built yet, says so
+#                  phase-4-bench.log        full runs only: capsule_gpu_bench when the bundle has one
+#                  summary.txt              one line per phase
+#                --quick runs phases 1 to 3; the full run adds phase 4.
+#
+# Back here, judge the capsules on both ledgers (`--ledger` is repeatable and merges in order),
+# with the `capsule` of the same build the bundle came from (the ledger counts for a build only
+# when its run recorded this build's provider library digests):
+#   build/tools/cli/capsule check --profile vendor_cuda --ledger build/ledger.json --ledger gpu-check-out/gpu-ledger.json
+#   build/tools/cli/capsule lint --ledger build/ledger.json --ledger gpu-check-out/gpu-ledger.json
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: tools/gpu-check.sh --bundle [DIR] [--no-build]   (here) build capsule_gpu_tests and bundle it into DIR (gpu-bundle/)
+       tools/gpu-check.sh [--quick] [--out DIR] [--bundle-dir DIR]
+                                                       (GPU machine) run the GPU check from the bundle (gpu-bundle/),
+                                                       writing each phase's results into DIR (gpu-check-out/)
+  --quick     the parity suites only; without it the benchmarks run too
+  --no-build  bundle the binary already built in $CAPSULE_BUILD_DIR (build/) without building it
+EOF
+}
+
+die() {
+  echo "gpu-check: $*" >&2
+  exit 1
+}
+
+mode=run
+quick=0
+build=1
+out=gpu-check-out
+bundle=gpu-bundle
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --quick) quick=1 ;;
+    --no-build) build=0 ;;
+    --bundle)
+      mode=bundle
+      if [[ $# -gt 1 && "$2" != -* ]]; then bundle=$2; shift; fi ;;
+    --out | --bundle-dir)
+      [[ $# -gt 1 ]] || { usage >&2; die "$1 needs a folder"; }
+      if [[ "$1" == --out ]]; then out=$2; else bundle=$2; fi
+      shift ;;
+    *) usage >&2; echo "gpu-check: unknown argument \`$1\`" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Folders given relative to where the script was called from, then the repository root.
+absolute() { if [[ $1 == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+out=$(absolute "$out")
+bundle=$(absolute "$bundle")
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+# ---------------------------------------------------------------------------------------------
+# Here: build and bundle.
+if [[ $mode == bundle ]]; then
+  build_dir=${CAPSULE_BUILD_DIR:-build}
+  binary=$build_dir/tests/gpu/capsule_gpu_tests
+  if [[ $build == 1 ]]; then
+    [[ -f $build_dir/CMakeCache.txt ]] || die "no configured build in $build_dir; run cmake -S . -B $build_dir first"
+    cmake --build "$build_dir" -j2 --target capsule_gpu_tests
+  fi
+  [[ -x $binary ]] || die "$binary was not built: the CUDA providers are off in $build_dir (CMake says why: \"CUDA providers: off (...)\")"
+  if [[ -e $bundle && ! -f $bundle/BUNDLE.txt && -n "$(ls -A "$bundle" 2>/dev/null)" ]]; then
+    die "$bundle exists and is not a bundle (no BUNDLE.txt); not overwriting it"
+  fi
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  if command -v objcopy >/dev/null; then
+    objcopy --strip-debug "$binary" "$bundle/bin/capsule_gpu_tests"
+  else
+    cp "$binary" "$bundle/bin/capsule_gpu_tests"
+  fi
+  # What the GPU machine lacks: every needed library but glibc's and CUDA's (those it has, and
+  # they must match its driver: they are resolved there).
+  carried=()
+  expected=()
+  while read -r name path; do
+    case "$name" in
+      linux-vdso* | ld-linux* | */ld-linux* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | libresolv.so*) ;;
+      libcuda.so* | libcudart* | libcublas* | libcudnn* | libnvrtc* | libnvJitLink* | libnvblas*) expected+=("$name") ;;
+      *)
+        [[ -n "$path" && -f "$path" ]] || die "ldd cannot find $name, which $binary needs"
+        cp -L "$path" "$bundle/lib/$name"
+        carried+=("$name") ;;
+    esac
+  done < <(ldd "$binary" | awk '/=>/ {print $1, ($3 == "not" ? "" : $3); next} {print $1, ""}')
+  {
+    echo "capsule GPU bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+    echo "build: $build_dir"
+    echo "capsule_gpu_tests sha256 (unstripped): $(sha256sum "$binary" | cut -d' ' -f1)"
+    echo "carried: ${carried[*]:-none}"
+    echo "resolved on the GPU machine: ${expected[*]:-none}"
+  } >"$bundle/BUNDLE.txt"
+  cat "$bundle/BUNDLE.txt"
+  echo "gpu-check: bundled into $bundle ($(du -sh "$bundle" | cut -f1)); carry it to the GPU machine and run tools/gpu-check.sh --quick --out \$OUT there"
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# GPU machine: run.
+tests=$bundle/bin/capsule_gpu_tests
+[[ -x $tests ]] || die "no $tests: run \`tools/gpu-check.sh --bundle\` on the build machine first and carry $bundle here"
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+# The CUDA libraries: the bundle's own, the toolkit's, then every lib folder of pip's nvidia
+# packages (cuBLAS and cuDNN come with torch's wheels).
+lib_path=$bundle/lib
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $dir ]] && lib_path+=":$dir"
+done
+if command -v python3 >/dev/null; then
+  while read -r dir; do
+    [[ -n $dir ]] && lib_path+=":$dir"
+  done < <(python3 - <<'EOF' 2>/dev/null || true
+import glob, os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit(0)
+for base in list(nvidia.__path__):
+    for lib in sorted(glob.glob(os.path.join(base, "*", "lib")) + glob.glob(os.path.join(base, "*", "*", "lib"))):
+        print(lib)
+EOF
+  )
+fi
+run_tests() { LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CAPSULE_SOURCE_ROOT="$root" "$tests" "$@"; }
+
+# Phase 1: the environment, and whether there is a device at all.
+log=$out/phase-1-environment.log
+probe_ok=0
+{
+  echo "== bundle"; cat "$bundle/BUNDLE.txt" 2>/dev/null || echo "(no BUNDLE.txt)"
+  echo "== nvidia-smi"
+  if command -v nvidia-smi >/dev/null; then nvidia-smi || true; else echo "nvidia-smi: not found"; fi
+  echo "== LD_LIBRARY_PATH"; echo "$lib_path" | tr ':' '\n'
+  echo "== libraries"; LD_LIBRARY_PATH="$lib_path" ldd "$tests" || true
+  echo "== probe"
+  if run_tests --probe; then probe_ok=1; fi
+} >"$log" 2>&1 || true
+probe=$(grep -E '^(no usable CUDA device|CUDA device 0 is usable)' "$log" | tail -1 || true)
+if [[ $probe_ok != 1 ]]; then
+  note "phase 1 environment: failed: ${probe:-the probe did not run (see phase-1-environment.log: a missing library?)}"
+  die "${probe:-the CUDA probe did not run}; nothing else ran (log: $log)"
+fi
+note "phase 1 environment: $probe"
+
+# Phase 2: the parity suites, with their ledger.
+log=$out/phase-2-parity.log
+status=0
+run_tests --ledger "$out/gpu-ledger.json" >"$log" 2>&1 || status=$?
+if [[ $status == 0 ]]; then
+  note "phase 2 parity: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)"
+else
+  note "phase 2 parity: FAILED (exit $status); $(grep -E '^ledger: wrote' "$log" | tail -1 || echo 'no ledger written')"
+fi
+
+# Phase 3: LibTorch on CUDA. Not built: there is no LibTorch CUDA provider in this tree yet.
+log=$out/phase-3-libtorch-cuda.log
+{
+  echo "not yet built: the LibTorch CUDA provider has no handlers in this tree, so nothing was compiled or run."
+  echo "torch on this machine (for when it is):"
+  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 || true
+} >"$log"
+note "phase 3 libtorch-cuda: not yet built; nothing ran"
+
+# Phase 4 (full runs): the GPU benchmarks, when the bundle has a benchmark binary.
+if [[ $quick == 0 ]]; then
+  log=$out/phase-4-bench.log
+  if [[ -x $bundle/bin/capsule_gpu_bench ]]; then
+    bench_status=0
+    LD_LIBRARY_PATH="$lib_path" "$bundle/bin/capsule_gpu_bench" >"$log" 2>&1 || bench_status=$?
+    note "phase 4 bench: exit $bench_status (results in phase-4-bench.log)"
+    [[ $bench_status == 0 ]] || status=1
+  else
+    echo "no capsule_gpu_bench in the bundle: there is no GPU benchmark yet, so no numbers were recorded." >"$log"
+    note "phase 4 bench: none exists; no numbers recorded"
+  fi
+fi
+
+[[ $status == 0 ]] || die "the parity suites failed; see $out/phase-2-parity.log"
+echo "gpu-check: done; results in $out"
