@@ -75,6 +75,11 @@ if(CUDA)
   expect_text("${out}" "checked: ledger rejected cublas.matmul value"
               "not run here: the ledger has no run of test-suite cublas.values for value of matmul on cublas/cuda with this build's cublas handler library"
               "checked: rejected by the evidence ledger")
+  # Lint: the handlers exist, but their device is unusable here, so this is not run here (a
+  # warning naming the probe's reason), not a failure of the evidence.
+  expect_run(0 out "${CAPSULE}" lint ${ledgers})
+  expect_text("${out}" "warning[evidence-not-run-here]: evidence of module `cublas` never passed on this build: its capsules have handlers whose device this machine cannot use"
+              "no usable device `cuda`: ")
 endif()
 
 # 3. A suite made to fail.

@@ -170,8 +170,10 @@ ScratchTree::ScratchTree(std::string_view name) {
   std::filesystem::copy(source_dir() / "catalogs", catalogs());
   std::filesystem::copy(source_dir() / "profiles", profiles());
   // The files the shipped catalogs' provenance names, so lint of the copy finds them.
-  std::filesystem::create_directories(root_ / "handlers/libtorch");
-  std::filesystem::copy(source_dir() / "handlers/libtorch/src", root_ / "handlers/libtorch/src");
+  for (const char* provider : {"libtorch", "cuda"}) {
+    std::filesystem::create_directories(root_ / "handlers" / provider);
+    std::filesystem::copy(source_dir() / "handlers" / provider / "src", root_ / "handlers" / provider / "src");
+  }
 }
 
 ScratchTree::~ScratchTree() {

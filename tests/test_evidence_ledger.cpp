@@ -322,7 +322,7 @@ TEST_SUITE("evidence ledger") {
     std::vector<LintHandler> handlers;
     for (const RegisteredHandler* h : testing::reference_handlers().all()) {
       handlers.push_back(LintHandler{h->spec.name, h->spec.op, h->spec.provider, h->spec.device, h->spec.guards, {},
-                                      h->spec.backend_vjp, h->spec.forward_autograd != nullptr});
+                                      h->spec.backend_vjp, h->spec.forward_autograd != nullptr, {}});
     }
     const Diagnostics found = check_ledger(testing::shipped(), handlers, ledger, here);
     std::size_t errors = 0;
@@ -343,7 +343,7 @@ TEST_SUITE("evidence ledger") {
       }
     }
     CHECK(errors == 1);
-    CHECK(not_run == 5);  // native-cuda, attention and the three LibTorch CPU modules (no LibTorch handlers here)
+    CHECK(not_run == 7);  // native-cuda, attention, cublas, cudnn and the three LibTorch CPU modules (no LibTorch or CUDA handlers here)
   }
 
   TEST_CASE("capsule check --ledger: accepted on passing evidence, rejected naming the failing case, output is inert") {

@@ -78,9 +78,14 @@ root=$PWD
 if [[ $mode == bundle ]]; then
   build_dir=${CAPSULE_BUILD_DIR:-build}
   binary=$build_dir/tests/gpu/capsule_gpu_tests
+  bench=$build_dir/tools/bench/capsule_gpu_bench
   if [[ $build == 1 ]]; then
     [[ -f $build_dir/CMakeCache.txt ]] || die "no configured build in $build_dir; run cmake -S . -B $build_dir first"
     cmake --build "$build_dir" -j2 --target capsule_gpu_tests
+    # The benchmark exists where Google Benchmark was found (tools/bench); bundled when built.
+    if cmake --build "$build_dir" --target help | grep -q 'capsule_gpu_bench'; then
+      cmake --build "$build_dir" -j2 --target capsule_gpu_bench
+    fi
   fi
   [[ -x $binary ]] || die "$binary was not built: the CUDA providers are off in $build_dir (CMake says why: \"CUDA providers: off (...)\")"
   if [[ -e $bundle && ! -f $bundle/BUNDLE.txt && -n "$(ls -A "$bundle" 2>/dev/null)" ]]; then
@@ -88,11 +93,15 @@ if [[ $mode == bundle ]]; then
   fi
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
-  if command -v objcopy >/dev/null; then
-    objcopy --strip-debug "$binary" "$bundle/bin/capsule_gpu_tests"
-  else
-    cp "$binary" "$bundle/bin/capsule_gpu_tests"
-  fi
+  programs=("$binary")
+  [[ -x $bench ]] && programs+=("$bench")
+  for program in "${programs[@]}"; do
+    if command -v objcopy >/dev/null; then
+      objcopy --strip-debug "$program" "$bundle/bin/$(basename "$program")"
+    else
+      cp "$program" "$bundle/bin/$(basename "$program")"
+    fi
+  done
   # What the GPU machine lacks: every needed library but glibc's and CUDA's (those it has, and
   # they must match its driver: they are resolved there).
   carried=()
@@ -106,7 +115,7 @@ if [[ $mode == bundle ]]; then
         cp -L "$path" "$bundle/lib/$name"
         carried+=("$name") ;;
     esac
-  done < <(ldd "$binary" | awk '/=>/ {print $1, ($3 == "not" ? "" : $3); next} {print $1, ""}')
+  done < <(for program in "${programs[@]}"; do ldd "$program"; done | awk '/=>/ {print $1, ($3 == "not" ? "" : $3); next} {print $1, ""}' | sort -u)
   {
     echo "capsule GPU bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
@@ -195,12 +204,12 @@ if [[ $quick == 0 ]]; then
   log=$out/phase-4-bench.log
   if [[ -x $bundle/bin/capsule_gpu_bench ]]; then
     bench_status=0
-    LD_LIBRARY_PATH="$lib_path" "$bundle/bin/capsule_gpu_bench" >"$log" 2>&1 || bench_status=$?
+    LD_LIBRARY_PATH="$lib_path" "$bundle/bin/capsule_gpu_bench" --source "$root" >"$log" 2>&1 || bench_status=$?
     note "phase 4 bench: exit $bench_status (results in phase-4-bench.log)"
     [[ $bench_status == 0 ]] || status=1
   else
-    echo "no capsule_gpu_bench in the bundle: there is no GPU benchmark yet, so no numbers were recorded." >"$log"
-    note "phase 4 bench: none exists; no numbers recorded"
+    echo "no capsule_gpu_bench in the bundle (the build had no Google Benchmark, so tools/bench was not built): no numbers were recorded." >"$log"
+    note "phase 4 bench: not bundled; no numbers recorded"
   fi
 fi
 

@@ -12,10 +12,12 @@
 namespace capsule {
 namespace {
 
-bool has_handler(const std::vector<LintHandler>& handlers, const Capsule& capsule) {
-  return std::any_of(handlers.begin(), handlers.end(), [&](const LintHandler& h) {
+/// The handler for the capsule's (op, provider, device), or null.
+const LintHandler* handler_for(const std::vector<LintHandler>& handlers, const Capsule& capsule) {
+  const auto it = std::find_if(handlers.begin(), handlers.end(), [&](const LintHandler& h) {
     return h.op == capsule.op && h.provider == capsule.provider && h.device == capsule.device;
   });
+  return it == handlers.end() ? nullptr : &*it;
 }
 
 std::vector<std::string> first_of(const std::vector<std::string>& items, std::size_t count) {
@@ -38,10 +40,13 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
   std::map<std::tuple<std::string, std::uint32_t, std::uint32_t, LedgerStatus, std::string>, std::size_t> index;
   std::vector<std::pair<SourceLoc, Finding>> findings;
   for (const CapsuleModule* module : detail::loaded_modules(workspace)) {
-    std::vector<std::string> never;      // capsules without a handler whose evidence never passed here
+    std::vector<std::string> never;      // capsules not runnable here whose evidence never passed here
     std::vector<std::string> elsewhere;  // ... of which a merged run of another build says something
+    std::string unusable;                // why a handled capsule's device cannot run here (the first)
+    bool unhandled = false;
     for (const Capsule& capsule : module->capsules) {
-      const bool runnable = has_handler(handlers, capsule);
+      const LintHandler* handler = handler_for(handlers, capsule);
+      const bool runnable = handler != nullptr && handler->device_unusable.empty();
       for (const Obligation obligation : all_values<Obligation>()) {
         const LedgerVerdict verdict = judge_evidence(ledger, here, capsule, obligation);
         if (verdict.status == LedgerStatus::Passed || verdict.status == LedgerStatus::NotLedgerEvidence) continue;
@@ -49,6 +54,8 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
         const std::string subject = str(capsule.name, " ", to_string(obligation));
         if (!runnable) {
           never.push_back(subject);
+          if (handler == nullptr) unhandled = true;
+          else if (unusable.empty()) unusable = str("`", to_string(capsule.device), "`: ", handler->device_unusable);
           if (verdict.run != nullptr) elsewhere.push_back(str(subject, ": ", verdict.reason));
           continue;
         }
@@ -64,12 +71,15 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
     }
     if (never.empty()) continue;
     std::vector<std::string> notes{str("not run here: ", never.size(), " obligation", never.size() == 1 ? "" : "s",
-                                       " of capsules this build has no handler for: ", join(first_of(never, 8), ", "),
+                                       " of capsules ", unhandled ? "this build has no handler for" : "whose device is unusable here",
+                                       ": ", join(first_of(never, 8), ", "),
                                        never.size() > 8 ? str(" and ", never.size() - 8, " more") : std::string())};
+    if (!unusable.empty()) notes.push_back(str("no usable device ", unusable));
     for (std::size_t i = 0; i < elsewhere.size() && i < 4; ++i) notes.push_back(elsewhere[i]);
     out.push_back(Diagnostic{Severity::Warning, DiagCode::EvidenceNotRunHere, module->where,
-                             str("evidence of module `", module->name, "` never passed on this build: its capsules "
-                                 "have no compiled handler here, so their suites cannot have run"),
+                             str("evidence of module `", module->name, "` never passed on this build: its capsules ",
+                                 unhandled ? "have no compiled handler here" : "have handlers whose device this machine cannot use",
+                                 ", so their suites cannot have run"),
                              std::move(notes),
                              "run the suites on a machine and build that has the provider, and merge its ledger "
                              "(`--ledger` is repeatable)"});

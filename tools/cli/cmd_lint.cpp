@@ -52,13 +52,21 @@ RuleOverrides rule_overrides(const po::variables_map& vm) {
   return std::move(resolved.overrides);
 }
 
-/// The compiled handlers this CLI links, as lint sees them.
-std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry) {
+/// The compiled handlers this CLI links, as lint sees them. With `probe_devices` (lint --ledger),
+/// each non-CPU device's runtime is probed once, so a handler whose device is unusable here (a
+/// CUDA handler on a machine without a GPU) counts as not run here rather than as failing.
+std::vector<LintHandler> lint_handlers(const HandlerRegistry& registry, bool probe_devices) {
   std::vector<LintHandler> handlers;
+  std::map<Device, std::string> unusable;
   for (const RegisteredHandler* handler : registry.all()) {
     handlers.push_back(LintHandler{handler->spec.name, handler->spec.op, handler->spec.provider,
                                    handler->spec.device, handler->spec.guards, registration_loc(handler->site),
-                                   handler->spec.backend_vjp, handler->spec.forward_autograd != nullptr});
+                                   handler->spec.backend_vjp, handler->spec.forward_autograd != nullptr, {}});
+    const Device device = handler->spec.device;
+    if (!probe_devices || device == Device::Cpu) continue;
+    auto [at, added] = unusable.try_emplace(device);
+    if (added) at->second = registry.probe_device(device);
+    handlers.back().device_unusable = at->second;
   }
   return handlers;
 }
@@ -246,7 +254,7 @@ int cmd_lint(const std::vector<std::string>& args, Context& ctx) {
     return kRejected;
   }
   EvidenceCheckInputs inputs;
-  inputs.handlers = lint_handlers(registry);
+  inputs.handlers = lint_handlers(registry, vm.count("ledger") > 0);
   inputs.checkers = linked_known_checkers();
   inputs.suites = test_suites(vm, ctx.env, inputs.manifest_searched);
   inputs.source_root = scope.source_root;

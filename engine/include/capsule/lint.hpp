@@ -89,7 +89,7 @@ inline constexpr std::array<LintRule, 35> kLintRules{{
     {DiagCode::EvidenceNotPassed, Severity::Error, false,
      "with --ledger: test-suite and fuzz-oracle evidence of a capsule with a compiled handler passed on this build"},
     {DiagCode::EvidenceNotRunHere, Severity::Warning, false,
-     "with --ledger: evidence of capsules without a compiled handler here is listed as not run here"},
+     "with --ledger: evidence of capsules without a compiled handler here, or whose handler's device is unusable here, is listed as not run here"},
     {DiagCode::UnknownChecker, Severity::Error, false,
      "checker evidence names a checker this program registers (programs that link checkers only)"},
     {DiagCode::CheckerMismatch, Severity::Error, false,
@@ -115,6 +115,10 @@ struct LintHandler {
   SourceLoc where;  ///< registration site, when known
   bool backend_vjp = false;      ///< computes its own backward (what backend-vjp capsules need)
   bool autograd_region = false;  ///< opens an autograd boundary (what external-autograd capsules need)
+  /// Why the handler's device cannot run here (its runtime's probe: no driver, no device), or
+  /// empty. Filled for `lint --ledger` only, which needs it: a handler whose device is unusable
+  /// cannot have run its suites on this machine.
+  std::string device_unusable;
 };
 
 struct EvidenceCheckInputs {
@@ -152,8 +156,9 @@ Diagnostics check_evidence(const Workspace& workspace, const EvidenceCheckInputs
 /// capsule judged against the ledger for this build (capsule/evidence_ledger.hpp). Evidence of a
 /// capsule with a compiled handler that did not pass here is an evidence-not-passed error at the
 /// evidence, with the reason (the failing case, or why it counts as not run). Capsules without a
-/// handler cannot have run on this build: one evidence-not-run-here warning per module lists
-/// those whose evidence never passed here, with where it passed elsewhere when a merged run says so.
+/// handler, or whose handler's device is unusable on this machine (`device_unusable`), cannot
+/// have run here: one evidence-not-run-here warning per module lists those whose evidence never
+/// passed here, with where it passed elsewhere when a merged run says so.
 Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandler>& handlers,
                          const EvidenceLedger& ledger, const EnvironmentFingerprint& here);
 
