@@ -305,6 +305,37 @@ TEST_SUITE("evidence ledger") {
                                             "reference.matmul vjp"});
   }
 
+  TEST_CASE("lint --ledger: a handler whose device is unusable here is not run here, but its failed run is an error") {
+    EnvironmentFingerprint here = fingerprint(kHereDigest);
+    here.set(fingerprint_key::provider_library_digest("cublas"), "c0ffee");
+    EvidenceLedger ledger;
+    const std::size_t run = add_run(ledger, here, "2026-12-02T10:00:00Z");
+    ledger.entries.push_back(entry(run, "cublas.values", Op::Matmul, Obligation::Value, false, Provider::Cublas, Device::Cuda));
+    std::vector<LintHandler> handlers;
+    for (const Op op : {Op::Matmul, Op::Linear}) {
+      handlers.push_back(LintHandler{"cuBLAS CUDA", op, Provider::Cublas, Device::Cuda, {}, {}, true, false,
+                                     "no CUDA driver is installed"});
+    }
+    const Diagnostics found = check_ledger(testing::shipped(), handlers, ledger, here);
+    bool failed_is_error = false;
+    bool unusable_is_not_run = false;
+    for (const Diagnostic& d : found) {
+      const std::string text = render(d);
+      CAPTURE(text);
+      if (d.code == DiagCode::EvidenceNotPassed && has(text, "(cublas.matmul value) failed on this build")) {
+        failed_is_error = d.severity == Severity::Error;
+      }
+      if (d.code == DiagCode::EvidenceNotRunHere && has(text, "module `cublas`")) {
+        unusable_is_not_run = d.severity == Severity::Warning && has(text, "cublas.linear value") &&
+                              has(text, "no usable device `cuda`: no CUDA driver is installed");
+        CHECK_FALSE(has(text, "cublas.matmul value"));  // failed: reported as an error, not as not run
+      }
+      CHECK_FALSE((d.code == DiagCode::EvidenceNotPassed && has(text, "cublas.linear")));
+    }
+    CHECK(failed_is_error);
+    CHECK(unusable_is_not_run);
+  }
+
   TEST_CASE("lint --ledger: a runnable capsule's failing evidence is an error at the evidence, CUDA is not run here") {
     const EnvironmentFingerprint here = fingerprint(kHereDigest);
     EvidenceLedger ledger;

@@ -52,7 +52,10 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
         if (verdict.status == LedgerStatus::Passed || verdict.status == LedgerStatus::NotLedgerEvidence) continue;
         const Evidence& evidence = capsule.contract(obligation).evidence;
         const std::string subject = str(capsule.name, " ", to_string(obligation));
-        if (!runnable) {
+        // A failure is a failure wherever it ran: a merged GPU ledger of this build that failed
+        // is an error even on a machine that cannot use the device (its handler exists here).
+        const bool failed_here = handler != nullptr && verdict.status == LedgerStatus::Failed;
+        if (!runnable && !failed_here) {
           never.push_back(subject);
           if (handler == nullptr) unhandled = true;
           else if (unusable.empty()) unusable = str("`", to_string(capsule.device), "`: ", handler->device_unusable);
@@ -71,14 +74,20 @@ Diagnostics check_ledger(const Workspace& workspace, const std::vector<LintHandl
     }
     if (never.empty()) continue;
     std::vector<std::string> notes{str("not run here: ", never.size(), " obligation", never.size() == 1 ? "" : "s",
-                                       " of capsules ", unhandled ? "this build has no handler for" : "whose device is unusable here",
+                                       " of capsules ",
+                                       unhandled && !unusable.empty() ? "this build has no handler for, or whose device is unusable here"
+                                       : unhandled                    ? "this build has no handler for"
+                                                                      : "whose device is unusable here",
                                        ": ", join(first_of(never, 8), ", "),
                                        never.size() > 8 ? str(" and ", never.size() - 8, " more") : std::string())};
     if (!unusable.empty()) notes.push_back(str("no usable device ", unusable));
     for (std::size_t i = 0; i < elsewhere.size() && i < 4; ++i) notes.push_back(elsewhere[i]);
     out.push_back(Diagnostic{Severity::Warning, DiagCode::EvidenceNotRunHere, module->where,
                              str("evidence of module `", module->name, "` never passed on this build: its capsules ",
-                                 unhandled ? "have no compiled handler here" : "have handlers whose device this machine cannot use",
+                                 unhandled && !unusable.empty()
+                                     ? "have no compiled handler here, or handlers whose device this machine cannot use"
+                                 : unhandled ? "have no compiled handler here"
+                                             : "have handlers whose device this machine cannot use",
                                  ", so their suites cannot have run"),
                              std::move(notes),
                              "run the suites on a machine and build that has the provider, and merge its ledger "

@@ -139,6 +139,14 @@ RuntimeResult<std::vector<Descriptor>> proposals(std::string_view op, const Desc
 
 }  // namespace
 
+/// cuDNN forbids using one handle from two threads at once: every call that passes the process's
+/// handle (building a plan, executing one) holds this lock. Sessions on several threads share the
+/// one stream anyway, so the lock serialises only what the stream would.
+std::mutex& cudnn_handle_mutex() {
+  static std::mutex* const mutex = new std::mutex();
+  return *mutex;
+}
+
 RuntimeResult<cudnnHandle_t> cudnn_handle(std::string_view op, const StartedDevice& device) {
   static CudnnState* const state = new CudnnState();  // never destroyed, like the device runtime
   std::call_once(state->once, [&] {
@@ -342,7 +350,10 @@ RuntimeResult<PlanPtr> cached_plan(std::string_view op, const StartedDevice& dev
   // A handle that cannot be made is the device's failure, never a graph's refusal.
   CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
   (void)handle;
-  RuntimeResult<PlanPtr> result = build();
+  RuntimeResult<PlanPtr> result = [&] {
+    std::lock_guard<std::mutex> handle_lock(cudnn_handle_mutex());
+    return build();
+  }();
   if (!result && result.error().code != RuntimeCode::DeviceError) return fail(std::move(result).error());
   PlanPtr built;
   if (result) {
@@ -396,7 +407,10 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   RuntimeResult<Descriptor> finalized = pack.finalize();
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  if (finalized) status = cudnnBackendExecute(handle, plan.plan.get(), finalized->get());
+  if (finalized) {
+    std::lock_guard<std::mutex> handle_lock(cudnn_handle_mutex());
+    status = cudnnBackendExecute(handle, plan.plan.get(), finalized->get());
+  }
   // Stream-ordered: the workspace returns to the pool once the launch that uses it has run.
   if (workspace != nullptr) {
     CAPSULE_CHECK(check_cuda(op, "freeing the cuDNN workspace", cudaFreeAsync(workspace, device.stream)));

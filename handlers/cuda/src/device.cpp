@@ -155,8 +155,11 @@ std::string start(RuntimeState& s) {
   if (status != cudaSuccess) return str("the probe kernel failed: ", describe(status));
   if (seen != 42) return str("the probe kernel ran but wrote ", seen, " instead of 42");
 
-  const char* sync = std::getenv("CAPSULE_CUDA_SYNC");
-  s.sync_after_launch.store(sync != nullptr && std::strcmp(sync, "1") == 0, std::memory_order_relaxed);
+  // The variable only turns debug mode on: a program's earlier set_cuda_sync_after_launch(true)
+  // stays in force.
+  if (const char* sync = std::getenv("CAPSULE_CUDA_SYNC"); sync != nullptr && std::strcmp(sync, "1") == 0) {
+    s.sync_after_launch.store(true, std::memory_order_relaxed);
+  }
   return {};
 }
 
@@ -318,11 +321,13 @@ RuntimeResult<Tensor> to_device(const Tensor& host) {
   const std::size_t bytes = static_cast<std::size_t>(host.numel()) * element_size(host.dtype());
   if (bytes == 0) return out;
   CAPSULE_TRY(const cuda::StartedDevice* device, cuda::started(kWhere));
-  // From pageable memory the call returns once the bytes are staged, so `host` may die after it.
   CAPSULE_CHECK(cuda::check_cuda(kWhere, "cudaMemcpyAsync host to device",
                                  cudaMemcpyAsync(out.mutable_device_address(), host.device_address(), bytes,
                                                  cudaMemcpyHostToDevice, device->stream)));
-  CAPSULE_CHECK(cuda::after_launch(kWhere, *device));
+  // From pageable memory the call returns once the bytes are staged, but `host` may be adopted
+  // pinned memory (a foreign runtime's), which the copy reads asynchronously: wait, so the host
+  // tensor may die as soon as this returns whatever memory it lives in.
+  CAPSULE_CHECK(cuda::check_cuda(kWhere, "cudaStreamSynchronize", cudaStreamSynchronize(device->stream)));
   return out;
 }
 
