@@ -50,6 +50,17 @@ cmake --build build-torch -j"$jobs" --target "${targets[@]}"
 
 # One thread everywhere: OpenBLAS reads OPENBLAS_NUM_THREADS when it loads, before main runs.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# The peer at its best: OpenBLAS 0.3.21 does not know newer CPU models and runs its Haswell (AVX2)
+# kernels on AVX-512 CPUs it cannot name. Name the core from the CPU's flags, unless the caller
+# chose one; the benchmark's header prints the core OpenBLAS then runs.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -r /proc/cpuinfo ]; then
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  case " $flags " in
+    *" avx512_bf16 "*) export OPENBLAS_CORETYPE=Cooperlake ;;
+    *" avx512f "*) export OPENBLAS_CORETYPE=SkylakeX ;;
+  esac
+fi
+[ -n "${OPENBLAS_CORETYPE:-}" ] && echo "capsule bench: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
 ./build-torch/tools/bench/capsule_bench_torch "${torch_args[@]}"
 if [ "$torch_only" -eq 0 ]; then
   ./build-torch/tools/bench/capsule_bench --capsule_targets_only
