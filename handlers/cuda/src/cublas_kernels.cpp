@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cublas_handlers.hpp"
+#include "handler_spec.hpp"
 #include "device.hpp"
 #include "small_kernels.hpp"
 
@@ -341,26 +342,12 @@ Grads linear_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
   return grads;
 }
 
-HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
-  HandlerSpec spec;
-  spec.name = str("cuBLAS CUDA ", to_string(op));
-  spec.op = op;
-  spec.provider = Provider::Cublas;
-  spec.device = Device::Cuda;
-  spec.layouts = {Layout::FlatRowMajor};
-  spec.guards = {std::string(kCudaShapeGuard), std::string(kCudaLayoutGuard)};
-  spec.forward = forward;
-  spec.backward = backward;
-  spec.backend_vjp = true;  // every adjoint is a cuBLAS product on the device
-  return spec;
-}
-
 }  // namespace
 
 RuntimeStatus register_cublas_handlers(HandlerRegistry& registry) {
-  CAPSULE_CHECK(registry.add(spec_for(Op::Matmul, matmul_forward, matmul_backward)));
-  CAPSULE_CHECK(registry.add(spec_for(Op::ScaledMatmul, scaled_matmul_forward, scaled_matmul_backward)));
-  CAPSULE_CHECK(registry.add(spec_for(Op::Linear, linear_forward, linear_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Matmul, Provider::Cublas, matmul_forward, matmul_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::ScaledMatmul, Provider::Cublas, scaled_matmul_forward, scaled_matmul_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Linear, Provider::Cublas, linear_forward, linear_backward)));
   return std::monostate{};
 }
 

@@ -25,6 +25,7 @@
 
 #include "cudnn_graph.hpp"
 #include "cudnn_handlers.hpp"
+#include "handler_spec.hpp"
 #include "small_kernels.hpp"
 
 namespace capsule::cuda {
@@ -261,7 +262,7 @@ Grads batch_norm_backward(Inputs inputs, const Tensor& output, const Tensor& gra
 }  // namespace
 
 RuntimeStatus register_cudnn_norm_handlers(HandlerRegistry& registry) {
-  HandlerSpec spec = cudnn_spec(Op::BatchNorm, batch_norm_forward, batch_norm_backward);
+  HandlerSpec spec = vendor_cuda_spec(Op::BatchNorm, Provider::Cudnn, batch_norm_forward, batch_norm_backward);
   spec.forward_saving = batch_norm_forward_saving;
   spec.backward_saved = batch_norm_backward_saved;
   return registry.add(std::move(spec));

@@ -19,6 +19,7 @@
 
 #include "cudnn_graph.hpp"
 #include "cudnn_handlers.hpp"
+#include "handler_spec.hpp"
 #include "cudnn_spatial.hpp"
 #include "small_kernels.hpp"
 
@@ -298,8 +299,8 @@ Grads conv_transpose_backward(Inputs inputs, const Tensor& output, const Tensor&
 }  // namespace
 
 RuntimeStatus register_cudnn_conv_handlers(HandlerRegistry& registry) {
-  CAPSULE_CHECK(registry.add(cudnn_spec(Op::Conv, conv_forward, conv_backward)));
-  CAPSULE_CHECK(registry.add(cudnn_spec(Op::ConvTranspose, conv_transpose_forward, conv_transpose_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Conv, Provider::Cudnn, conv_forward, conv_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::ConvTranspose, Provider::Cudnn, conv_transpose_forward, conv_transpose_backward)));
   return std::monostate{};
 }
 

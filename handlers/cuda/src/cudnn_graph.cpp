@@ -355,18 +355,18 @@ RuntimeResult<PlanPtr> cached_plan(std::string_view op, const StartedDevice& dev
     return build();
   }();
   if (!result && result.error().code != RuntimeCode::DeviceError) return fail(std::move(result).error());
-  PlanPtr built;
-  if (result) {
-    built = std::move(result).value();
-  } else {
+  if (!result) {
     // cuDNN refused to describe or finalize the graph itself (an operation or tensor it does not
-    // support in this layout or type): no engine for it, remembered like any other refusal.
+    // support in this layout or type): no engine for it. Not cached: the same status can come
+    // from a transient failure (an allocation inside cuDNN, say), and a remembered refusal would
+    // outlive it. Only build_plan's own verdict, that no proposed engine fits, is remembered.
     auto refused = std::make_shared<GraphPlan>();
     refused->dtype = dtype;
     refused->description = str(result.error().message, " (no plan)");
     refused->refusal = result.error().message;
-    built = std::move(refused);
+    return PlanPtr(std::move(refused));
   }
+  PlanPtr built = std::move(result).value();
   std::lock_guard<std::mutex> lock(*mutex);
   if (plans->size() >= kMaxPlans) plans->clear();
   return plans->emplace(key, std::move(built)).first->second;

@@ -15,8 +15,4 @@ RuntimeStatus register_cudnn_conv_handlers(HandlerRegistry& registry);
 RuntimeStatus register_cudnn_pool_handlers(HandlerRegistry& registry);
 RuntimeStatus register_cudnn_norm_handlers(HandlerRegistry& registry);
 
-/// The spec every cuDNN handler shares: provider cudnn, device cuda, flat row-major buffers, the
-/// CUDA shape and layout guards, and its own complete backward (backend_vjp).
-HandlerSpec cudnn_spec(Op op, ForwardKernel forward, BackwardKernel backward);
-
 }  // namespace capsule::cuda

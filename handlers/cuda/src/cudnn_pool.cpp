@@ -17,10 +17,12 @@
 // dx and dy made by our transpose kernel (run_any_layout); the values are the same.
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "cudnn_graph.hpp"
 #include "cudnn_handlers.hpp"
+#include "handler_spec.hpp"
 #include "cudnn_spatial.hpp"
 
 namespace capsule::cuda {
@@ -40,37 +42,14 @@ struct PoolPlan {
 RuntimeResult<PoolPlan> plan_pool(std::string_view op, Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_device_inputs(op, inputs, 1, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t spatial, spatial_rank(op, x));
-  if (attrs.kernel.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, ": kernel ", join_ints(attrs.kernel), " has ", attrs.kernel.size(),
-                             " entries for input ", to_string(x.shape()), "; expected ", spatial,
-                             " (one per spatial dim)"));
-  }
-  for (std::int64_t d : attrs.dilation) {
-    if (d != 1) {
-      return runtime_error(RuntimeCode::InvalidArgument,
-                           str(op, ": dilation ", join_ints(attrs.dilation), " given; pools take no dilation"));
-    }
-  }
+  CAPSULE_TRY(PoolWindow window, pool_window(op, x, attrs));
   PoolPlan plan;
-  CAPSULE_TRY(plan.kernel, spatial_param(op, "kernel", attrs.kernel, spatial, 1, 1, 1));
-  const std::vector<std::int64_t>& stride_values = attrs.stride.empty() ? attrs.kernel : attrs.stride;
-  CAPSULE_TRY(plan.stride, spatial_param(op, "stride", stride_values, spatial, 1, 1, 1));
-  CAPSULE_TRY(plan.pad, spatial_param(op, "padding", attrs.padding, spatial, 0, 0, 0));
+  plan.kernel = window.kernel;
+  plan.stride = window.stride;
+  plan.pad = window.pad;
   plan.in = dims4(x);
-  Pair out_size{};
-  for (std::size_t a = 0; a < 2; ++a) {
-    // Padding of at most half the window keeps at least one real element in every window.
-    if (plan.pad[a] > plan.kernel[a] / 2) {
-      return runtime_error(RuntimeCode::InvalidArgument,
-                           str(op, ": padding ", join_ints(attrs.padding), " exceeds half of kernel ",
-                               join_ints(attrs.kernel), "; expected padding <= kernel / 2"));
-    }
-    CAPSULE_TRY(out_size[a], window_count(op, plan.in[2 + a], plan.kernel[a], plan.stride[a], plan.pad[a], 1));
-  }
-  plan.out = {plan.in[0], plan.in[1], out_size[0], out_size[1]};
-  plan.out_shape = spatial_shape(x, plan.in[1], out_size[0], out_size[1]);
+  plan.out = {plan.in[0], plan.in[1], window.out_size[0], window.out_size[1]};
+  plan.out_shape = std::move(window.out_shape);
   return plan;
 }
 
@@ -183,11 +162,17 @@ Grads pool_backward(std::string_view op, PoolKind kind, Inputs inputs, const Ten
   std::vector<Operand> operands{Operand{kUidDx, dx, nullptr, true, plane(plan.in)},
                                 Operand{kUidDy, grad, nullptr, false, plane(plan.out)}};
   if (kind == PoolKind::Max) {
-    // The forward's output locates each window's maximum; a call without it on the device
-    // (a direct backward call) recomputes it.
-    Tensor y = output;
-    if (!y.defined() || y.device() != Device::Cuda || !(y.shape() == expected) || y.dtype() != x.dtype()) {
-      CAPSULE_TRY(y, pool_forward(op, kind, inputs, attrs));
+    // The forward's output locates each window's maximum. expect_device_grad matched its shape
+    // and dtype to the gradient's; it must also be on the device and of x's dtype, or the call
+    // is refused: the handler never recomputes a forward it was not given.
+    const Tensor& y = output;
+    if (y.device() != Device::Cuda) {
+      return runtime_error(RuntimeCode::DeviceMismatch,
+                           str(op, ": the forward output is on `", to_string(y.device()), "`, expected `cuda`"));
+    }
+    if (y.dtype() != x.dtype()) {
+      return shape_error(op, str("the forward output is ", to_string(y.dtype()), ", expected the input's ",
+                                 to_string(x.dtype())));
     }
     operands.push_back(Operand{kUidX, x, nullptr, false, plane(plan.in)});
     operands.push_back(Operand{kUidY, y, nullptr, false, plane(plan.out)});
@@ -212,8 +197,8 @@ Grads avg_pool_backward(Inputs inputs, const Tensor& output, const Tensor& grad,
 }  // namespace
 
 RuntimeStatus register_cudnn_pool_handlers(HandlerRegistry& registry) {
-  CAPSULE_CHECK(registry.add(cudnn_spec(Op::MaxPool, max_pool_forward, max_pool_backward)));
-  CAPSULE_CHECK(registry.add(cudnn_spec(Op::AvgPool, avg_pool_forward, avg_pool_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::MaxPool, Provider::Cudnn, max_pool_forward, max_pool_backward)));
+  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::AvgPool, Provider::Cudnn, avg_pool_forward, avg_pool_backward)));
   return std::monostate{};
 }
 

@@ -4,8 +4,10 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "capsule/runtime/spatial_args.hpp"
 #include "common.hpp"
 #include "matmul_gemm.hpp"
 #include "kernel_support.hpp"
@@ -15,49 +17,9 @@
 namespace capsule::reference {
 namespace {
 
-std::string join_ints(const std::vector<std::int64_t>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(values[i]);
-  return out + "]";
-}
-
 // ---------------------------------------------------------------------------------------------
-// Spatial payloads
+// Spatial extents (the payload rules, shared with every provider, are capsule/runtime/spatial_args.hpp)
 // ---------------------------------------------------------------------------------------------
-
-/// Reads one per-spatial-dim payload (`stride`, `padding`, ...) into [height, width] form. Empty
-/// means `fallback` on every axis; otherwise it needs exactly one entry per spatial dim, each >=
-/// `min`. For 1-D ops the height entry is `trivial` (the value that leaves the axis inert).
-RuntimeResult<std::array<std::int64_t, 2>> spatial_param(std::string_view op, std::string_view name,
-                                                         const std::vector<std::int64_t>& values,
-                                                         std::size_t spatial, std::int64_t fallback,
-                                                         std::int64_t min, std::int64_t trivial) {
-  std::array<std::int64_t, 2> out = {trivial, fallback};
-  if (spatial == 2) out[0] = fallback;
-  if (values.empty()) return out;
-  if (values.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, ": ", name, " ", join_ints(values), " has ", values.size(), " entries; expected ",
-                             spatial, " (one per spatial dim) or none"));
-  }
-  for (std::int64_t v : values) {
-    if (v < min) {
-      return runtime_error(RuntimeCode::InvalidArgument,
-                           str(op, ": ", name, " ", join_ints(values), " has an entry below ", min,
-                               "; expected entries >= ", min));
-    }
-  }
-  if (spatial == 1) out[1] = values[0];
-  else out = {values[0], values[1]};
-  return out;
-}
-
-/// The rank check of every conv/pool input: [n, c, l] or [n, c, h, w].
-RuntimeResult<std::size_t> spatial_rank(std::string_view op, const Tensor& x) {
-  if (x.rank() == 3 || x.rank() == 4) return x.rank() - 2;
-  return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": input has shape ", to_string(x.shape()),
-                                                       "; expected [n, c, l] or [n, c, h, w]"));
-}
 
 Extent4 extent_of(const Tensor& t) {
   Extent4 e;
@@ -71,28 +33,6 @@ Extent4 extent_of(const Tensor& t) {
     e.w = t.dim(2);
   }
   return e;
-}
-
-/// floor((in + 2·pad − (dil·(k−1) + 1)) / stride) + 1, failing when the window does not fit.
-RuntimeResult<std::int64_t> window_count(std::string_view op, std::int64_t in, std::int64_t k, std::int64_t stride,
-                                         std::int64_t pad, std::int64_t dil) {
-  CAPSULE_TRY(std::int64_t span, checked_mul(str(op, " window extent"), dil, k - 1));
-  CAPSULE_TRY(span, checked_add(str(op, " window extent"), span, 1));
-  CAPSULE_TRY(std::int64_t twice, checked_mul(str(op, " padding"), pad, 2));
-  CAPSULE_TRY(std::int64_t padded, checked_add(str(op, " padded size"), in, twice));
-  if (padded < span) {
-    return runtime_error(RuntimeCode::ShapeMismatch,
-                         str(op, ": input size ", in, " with padding ", pad, " is ", padded,
-                             ", smaller than the window extent ", span, " (kernel ", k, ", dilation ", dil,
-                             "); expected padded input >= window extent"));
-  }
-  return (padded - span) / stride + 1;
-}
-
-/// The spatial dims of an output with the input's n and `channels`.
-std::vector<std::int64_t> spatial_shape(const Tensor& x, std::int64_t channels, std::int64_t h, std::int64_t w) {
-  if (x.rank() == 4) return {x.dim(0), channels, h, w};
-  return {x.dim(0), channels, w};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,46 +244,21 @@ RuntimeResult<PoolPlan> plan_pool(std::string_view op, std::span<const Tensor> i
                                   PoolKind kind) {
   CAPSULE_CHECK(expect_inputs(op, inputs, 1, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(std::size_t spatial, spatial_rank(op, x));
-  if (attrs.kernel.size() != spatial) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, ": kernel ", join_ints(attrs.kernel), " has ", attrs.kernel.size(),
-                             " entries for input ", to_string(x.shape()), "; expected ", spatial,
-                             " (one per spatial dim)"));
-  }
-  for (std::int64_t d : attrs.dilation) {
-    if (d != 1) {
-      return runtime_error(RuntimeCode::InvalidArgument,
-                           str(op, ": dilation ", join_ints(attrs.dilation), " given; pools take no dilation"));
-    }
-  }
+  CAPSULE_TRY(PoolWindow window, pool_window(op, x, attrs));
   if (kind == PoolKind::Smooth && !(std::isfinite(attrs.temperature) && attrs.temperature > 0)) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str(op, ": temperature is ", attrs.temperature, "; expected a finite value > 0"));
   }
-  CAPSULE_TRY(auto kernel, spatial_param(op, "kernel", attrs.kernel, spatial, 1, 1, 1));
-  const std::vector<std::int64_t>& stride_values = attrs.stride.empty() ? attrs.kernel : attrs.stride;
-  CAPSULE_TRY(auto stride, spatial_param(op, "stride", stride_values, spatial, 1, 1, 1));
-  CAPSULE_TRY(auto pad, spatial_param(op, "padding", attrs.padding, spatial, 0, 0, 0));
   PoolPlan plan;
-  plan.kh = kernel[0];
-  plan.kw = kernel[1];
+  plan.kh = window.kernel[0];
+  plan.kw = window.kernel[1];
   plan.in = extent_of(x);
-  const std::array<std::int64_t, 2> in_size = {plan.in.h, plan.in.w};
-  std::array<std::int64_t, 2> out_size{};
   for (std::size_t a = 0; a < 2; ++a) {
-    // Padding of at most half the window keeps at least one real element in every window.
-    if (pad[a] > kernel[a] / 2) {
-      return runtime_error(RuntimeCode::InvalidArgument,
-                           str(op, ": padding ", join_ints(attrs.padding), " exceeds half of kernel ",
-                               join_ints(attrs.kernel), "; expected padding <= kernel / 2"));
-    }
-    plan.geo.stride[a] = stride[a];
-    plan.geo.pad[a] = pad[a];
-    CAPSULE_TRY(out_size[a], window_count(op, in_size[a], kernel[a], stride[a], pad[a], 1));
+    plan.geo.stride[a] = window.stride[a];
+    plan.geo.pad[a] = window.pad[a];
   }
-  plan.out = Extent4{plan.in.n, plan.in.c, out_size[0], out_size[1]};
-  plan.out_shape = spatial_shape(x, plan.in.c, out_size[0], out_size[1]);
+  plan.out = Extent4{plan.in.n, plan.in.c, window.out_size[0], window.out_size[1]};
+  plan.out_shape = std::move(window.out_shape);
   return plan;
 }
 
