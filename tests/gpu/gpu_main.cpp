@@ -20,15 +20,9 @@ namespace {
 capsule::EnvironmentFingerprint gpu_fingerprint() {
   capsule::EnvironmentFingerprint fingerprint = capsule::current_fingerprint();
   const capsule::EnvironmentFingerprint cuda = capsule::cuda_fingerprint();
+  // cuda_fingerprint names the device by the keys a ledger verdict describes a run's device with
+  // (`device.cuda`, `device.cuda.driver`): "passed: ... on cuda (NVIDIA H200), driver CUDA 13.0".
   capsule::add_entries(fingerprint, cuda);
-  // The keys a ledger verdict describes a run's device with (`device.<device>`,
-  // `device.<device>.driver`): "passed: ... on cuda (NVIDIA H200), driver 13.0".
-  if (std::string device = cuda.get("provider.cuda.device"); !device.empty() && device != "none") {
-    fingerprint.set("device.cuda", device);
-  }
-  if (std::string driver = cuda.get("provider.cuda.driver"); !driver.empty() && driver != "none") {
-    fingerprint.set("device.cuda.driver", driver);
-  }
   return fingerprint;
 }
 
@@ -41,8 +35,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const capsule::EnvironmentFingerprint cuda = capsule::cuda_fingerprint();
-    std::cout << "CUDA device 0 is usable: " << cuda.get("provider.cuda.device") << " (compute capability "
-              << cuda.get("provider.cuda.device.compute_capability") << "), driver " << cuda.get("provider.cuda.driver")
+    std::cout << "CUDA device 0 is usable: " << cuda.get("device.cuda") << " (compute capability "
+              << cuda.get("device.cuda.compute_capability") << "), driver " << cuda.get("device.cuda.driver")
               << "\n";
     return 0;
   }

@@ -100,6 +100,21 @@ TEST_SUITE("cuda.device_free") {
     CHECK(reason.find('\n') == std::string::npos);
   }
 
+  TEST_CASE("device-free: the CUDA fingerprint names the device by the ledger's keys") {
+    // Ledger verdicts and capsule_gpu_tests --probe read device.cuda, device.cuda.driver and
+    // device.cuda.compute_capability; without a device the first two say "none".
+    const EnvironmentFingerprint cuda = cuda_fingerprint();
+    CHECK_FALSE(cuda.get("device.cuda").empty());
+    CHECK_FALSE(cuda.get("device.cuda.driver").empty());
+    CHECK(cuda.get("provider.cuda.device").empty());
+    CHECK(cuda.get("provider.cuda.driver").empty());
+    if (device_missing()) {
+      CHECK(cuda.get("device.cuda") == "none");
+    } else {
+      CHECK_FALSE(cuda.get("device.cuda.compute_capability").empty());
+    }
+  }
+
   TEST_CASE("device-free: a vendor_cuda session does not open without a device and nothing falls back") {
     if (skip_with_device()) return;
     REQUIRE_MESSAGE(shipped().find_profile("vendor_cuda") != nullptr, "no shipped profile vendor_cuda");

@@ -126,7 +126,7 @@ RuntimeStatus row_major_gemm(std::string_view op, const StartedDevice& device, c
   const cublasStatus_t status = gemm_call<T>(handle, op_b, op_a, n, m, k, &alpha_t, b, ldb, g.stride_b, a, lda,
                                              g.stride_a, &beta_t, c, n, g.stride_c, static_cast<int>(g.batch));
   if (status != CUBLAS_STATUS_SUCCESS) {
-    CAPSULE_CHECK(after_launch(op, device));  // a CUDA error behind it is the better report
+    CAPSULE_CHECK(after_library_failure(op, device));
     return cublas_failure(op, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm", status);
   }
   return after_launch(op, device);
@@ -208,7 +208,7 @@ RuntimeResult<Tensor> product_forward(std::string_view op, Inputs inputs, double
 /// two differ by one rounding, within the parity tolerance).
 Grads product_backward(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad, double alpha) {
   CAPSULE_CHECK(expect_device_inputs(op, inputs, 2, 2));
-  CAPSULE_CHECK(expect_device_grad(op, output, grad));
+  CAPSULE_CHECK(expect_device_grad(op, inputs, output, grad));
   CAPSULE_TRY(ProductDims d, product_dims(op, inputs[0], inputs[1]));
   CAPSULE_TRY(const StartedDevice* device, started(op));
   CAPSULE_TRY(Tensor da, new_device_tensor(op, inputs[0].shape().dims(), inputs[0].dtype()));
@@ -305,7 +305,7 @@ RuntimeResult<Tensor> linear_forward(Inputs inputs, const OpAttrs& /*attrs*/) {
 
 Grads linear_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
   CAPSULE_TRY(LinearDims d, linear_dims(inputs));
-  CAPSULE_CHECK(expect_device_grad(kLinear, output, grad));
+  CAPSULE_CHECK(expect_device_grad(kLinear, inputs, output, grad));
   CAPSULE_TRY(const StartedDevice* device, started(kLinear));
   const bool has_bias = inputs.size() > 2 && inputs[2].defined();
   CAPSULE_TRY(Tensor gx, new_device_tensor(kLinear, inputs[0].shape().dims(), inputs[0].dtype()));
@@ -346,7 +346,8 @@ Grads linear_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
 
 RuntimeStatus register_cublas_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Matmul, Provider::Cublas, matmul_forward, matmul_backward)));
-  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::ScaledMatmul, Provider::Cublas, scaled_matmul_forward, scaled_matmul_backward)));
+  CAPSULE_CHECK(registry.add(
+      vendor_cuda_spec(Op::ScaledMatmul, Provider::Cublas, scaled_matmul_forward, scaled_matmul_backward)));
   CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Linear, Provider::Cublas, linear_forward, linear_backward)));
   return std::monostate{};
 }

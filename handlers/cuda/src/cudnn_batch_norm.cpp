@@ -84,13 +84,16 @@ constexpr std::int64_t kUidX = 1, kUidMean = 2, kUidInvStd = 3, kUidScale = 4, k
 RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backward, DType dtype, std::int64_t align,
                                        const NormPlan& plan, MemoryLayout layout) {
   const std::string suffix = layout == MemoryLayout::Nhwc ? " (channels-last copy)" : "";
+  // The per-channel tensors [1, c, 1, 1] take x's layout too: the same bytes either way, but
+  // cuDNN reads a graph's layout from every tensor's strides, and its channels-last norm engines
+  // expect [c, 1, c, c] beside a channels-last x.
   CAPSULE_TRY(Descriptor x, make_tensor(kOp, "x", kUidX, plan.x, dtype, align, false, layout));
-  CAPSULE_TRY(Descriptor mean, make_tensor(kOp, "mean", kUidMean, plan.stats, dtype, align));
-  CAPSULE_TRY(Descriptor inv_std, make_tensor(kOp, "inverse std", kUidInvStd, plan.stats, dtype, align));
-  CAPSULE_TRY(Descriptor scale, make_tensor(kOp, "scale", kUidScale, plan.stats, dtype, align));
+  CAPSULE_TRY(Descriptor mean, make_tensor(kOp, "mean", kUidMean, plan.stats, dtype, align, false, layout));
+  CAPSULE_TRY(Descriptor inv_std, make_tensor(kOp, "inverse std", kUidInvStd, plan.stats, dtype, align, false, layout));
+  CAPSULE_TRY(Descriptor scale, make_tensor(kOp, "scale", kUidScale, plan.stats, dtype, align, false, layout));
   std::vector<Descriptor> operations;
   if (!backward) {
-    CAPSULE_TRY(Descriptor bias, make_tensor(kOp, "bias", kUidBias, plan.stats, dtype, align));
+    CAPSULE_TRY(Descriptor bias, make_tensor(kOp, "bias", kUidBias, plan.stats, dtype, align, false, layout));
     const std::array<std::int64_t, 4> scalar{1, 1, 1, 1};
     CAPSULE_TRY(Descriptor eps, make_tensor(kOp, "epsilon", kUidEps, scalar, dtype,
                                             static_cast<std::int64_t>(element_size(dtype)), /*by_value=*/true));
@@ -112,8 +115,8 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
     return build_plan(kOp, device, std::move(operations), std::move(parts), dtype, str("batch norm forward", suffix));
   }
   CAPSULE_TRY(Descriptor dy, make_tensor(kOp, "dy", kUidDy, plan.x, dtype, align, false, layout));
-  CAPSULE_TRY(Descriptor dscale, make_tensor(kOp, "dscale", kUidDScale, plan.stats, dtype, align));
-  CAPSULE_TRY(Descriptor dbias, make_tensor(kOp, "dbias", kUidDBias, plan.stats, dtype, align));
+  CAPSULE_TRY(Descriptor dscale, make_tensor(kOp, "dscale", kUidDScale, plan.stats, dtype, align, false, layout));
+  CAPSULE_TRY(Descriptor dbias, make_tensor(kOp, "dbias", kUidDBias, plan.stats, dtype, align, false, layout));
   CAPSULE_TRY(Descriptor dx, make_tensor(kOp, "dx", kUidDx, plan.x, dtype, align, false, layout));
   DescriptorBuilder operation(kOp, CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR, "the norm backward operation");
   operation.set_value(CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, CUDNN_BATCH_NORM);
@@ -206,7 +209,7 @@ RuntimeResult<Tensor> batch_norm_forward(Inputs inputs, const OpAttrs& attrs) {
 Grads batch_norm_backward_saved(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs,
                                 const SavedState* saved) {
   CAPSULE_TRY(NormPlan plan, plan_norm(inputs, attrs));
-  CAPSULE_CHECK(expect_device_grad(kOp, output, grad));
+  CAPSULE_CHECK(expect_device_grad(kOp, inputs, output, grad));
   if (!(grad.shape() == inputs[0].shape())) {
     return shape_error(kOp, str("the output gradient has shape ", to_string(grad.shape()), "; expected the input's ",
                                 to_string(inputs[0].shape())));

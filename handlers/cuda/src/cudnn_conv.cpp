@@ -239,7 +239,7 @@ RuntimeResult<Tensor> conv_forward_impl(std::string_view op, Inputs inputs, cons
 Grads conv_backward_impl(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad,
                          const OpAttrs& attrs, bool transposed) {
   CAPSULE_TRY(ConvPlan plan, plan_conv(op, inputs, attrs, transposed));
-  CAPSULE_CHECK(expect_device_grad(op, output, grad));
+  CAPSULE_CHECK(expect_device_grad(op, inputs, output, grad));
   CAPSULE_TRY(Shape expected, Shape::make(plan.out_shape));
   if (!(grad.shape() == expected)) {
     return shape_error(op, str("the output gradient has shape ", to_string(grad.shape()), "; expected ",
@@ -300,7 +300,8 @@ Grads conv_transpose_backward(Inputs inputs, const Tensor& output, const Tensor&
 
 RuntimeStatus register_cudnn_conv_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::Conv, Provider::Cudnn, conv_forward, conv_backward)));
-  CAPSULE_CHECK(registry.add(vendor_cuda_spec(Op::ConvTranspose, Provider::Cudnn, conv_transpose_forward, conv_transpose_backward)));
+  CAPSULE_CHECK(registry.add(
+      vendor_cuda_spec(Op::ConvTranspose, Provider::Cudnn, conv_transpose_forward, conv_transpose_backward)));
   return std::monostate{};
 }
 

@@ -162,7 +162,22 @@ RuntimeResult<cudnnHandle_t> cudnn_handle(std::string_view op, const StartedDevi
   return state->handle;
 }
 
+namespace {
+
+/// The status of this thread's latest cuDNN failure. cached_plan reads it after a plan build
+/// failed, to tell cuDNN's verdict on a graph (not supported, bad parameter: the same every time)
+/// from a transient failure (an allocation, an internal error), which must not be remembered.
+thread_local cudnnStatus_t last_failure = CUDNN_STATUS_SUCCESS;
+
+bool is_graph_verdict(cudnnStatus_t status) {
+  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
+  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
+}
+
+}  // namespace
+
 Failure<RuntimeError> cudnn_failure(std::string_view op, std::string_view call, cudnnStatus_t status) {
+  last_failure = status;
   return runtime_error(RuntimeCode::DeviceError, str(op, ": ", call, " failed: ", describe(status)));
 }
 
@@ -350,23 +365,27 @@ RuntimeResult<PlanPtr> cached_plan(std::string_view op, const StartedDevice& dev
   // A handle that cannot be made is the device's failure, never a graph's refusal.
   CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
   (void)handle;
+  last_failure = CUDNN_STATUS_SUCCESS;
   RuntimeResult<PlanPtr> result = [&] {
     std::lock_guard<std::mutex> handle_lock(cudnn_handle_mutex());
     return build();
   }();
   if (!result && result.error().code != RuntimeCode::DeviceError) return fail(std::move(result).error());
-  if (!result) {
+  PlanPtr built;
+  if (result) {
+    built = std::move(result).value();
+  } else {
     // cuDNN refused to describe or finalize the graph itself (an operation or tensor it does not
-    // support in this layout or type): no engine for it. Not cached: the same status can come
-    // from a transient failure (an allocation inside cuDNN, say), and a remembered refusal would
-    // outlive it. Only build_plan's own verdict, that no proposed engine fits, is remembered.
+    // support in this layout or type): no engine for it. Remembered like build_plan's own "no
+    // engine fits" only when cuDNN's status is a verdict on the graph; a transient failure
+    // (an allocation inside cuDNN, say) is refused now and asked again next time.
     auto refused = std::make_shared<GraphPlan>();
     refused->dtype = dtype;
     refused->description = str(result.error().message, " (no plan)");
     refused->refusal = result.error().message;
-    return PlanPtr(std::move(refused));
+    if (!is_graph_verdict(last_failure)) return PlanPtr(std::move(refused));
+    built = std::move(refused);
   }
-  PlanPtr built = std::move(result).value();
   std::lock_guard<std::mutex> lock(*mutex);
   if (plans->size() >= kMaxPlans) plans->clear();
   return plans->emplace(key, std::move(built)).first->second;
@@ -417,7 +436,7 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
   }
   if (!finalized) return fail(std::move(finalized).error());
   if (status != CUDNN_STATUS_SUCCESS) {
-    CAPSULE_CHECK(after_launch(op, device));  // a CUDA error behind it is the better report
+    CAPSULE_CHECK(after_library_failure(op, device));
     return cudnn_failure(op, "cudnnBackendExecute", status);
   }
   return after_launch(op, device);

@@ -98,13 +98,12 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC, dxt);
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC, dyt);
     operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC, resample_desc);
-    Descriptor xt, yt;
-    if (kind == PoolKind::Max) {
-      CAPSULE_TRY(xt, make_tensor(op, "x", kUidX, plan.in, dtype, align, false, layout));
-      CAPSULE_TRY(yt, make_tensor(op, "y", kUidY, plan.out, dtype, align, false, layout));
-      operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, xt);
-      operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, yt);
-    }
+    // x and y for both modes: max_pool's backward needs them to locate each window's maximum,
+    // and cuDNN's backward resample graphs take them in the packed NCHW layout for either mode.
+    CAPSULE_TRY(Descriptor xt, make_tensor(op, "x", kUidX, plan.in, dtype, align, false, layout));
+    CAPSULE_TRY(Descriptor yt, make_tensor(op, "y", kUidY, plan.out, dtype, align, false, layout));
+    operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, xt);
+    operation.set_descriptor(CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC, yt);
     CAPSULE_TRY(Descriptor d, operation.finalize());
     operations.push_back(std::move(d));
     for (Descriptor* t : {&dxt, &dyt, &xt, &yt}) parts.push_back(std::move(*t));
@@ -114,7 +113,7 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
   return built;
 }
 
-/// Runs the pool's forward (x → y) or backward (g → dx, with x and y for max_pool) graph on
+/// Runs the pool's forward (x → y) or backward (g → dx, with x and y) graph on
 /// `operands`, packed NCHW or else on channels-last copies (run_any_layout).
 RuntimeStatus run_pool(std::string_view op, const StartedDevice& device, PoolKind kind, bool backward, DType dtype,
                        const PoolPlan& plan, std::span<const Operand> operands) {
@@ -146,7 +145,7 @@ RuntimeResult<Tensor> pool_forward(std::string_view op, PoolKind kind, Inputs in
 Grads pool_backward(std::string_view op, PoolKind kind, Inputs inputs, const Tensor& output, const Tensor& grad,
                     const OpAttrs& attrs) {
   CAPSULE_TRY(PoolPlan plan, plan_pool(op, inputs, attrs));
-  CAPSULE_CHECK(expect_device_grad(op, output, grad));
+  CAPSULE_CHECK(expect_device_grad(op, inputs, output, grad));
   CAPSULE_TRY(Shape expected, Shape::make(plan.out_shape));
   if (!(grad.shape() == expected)) {
     return shape_error(op, str("the output gradient has shape ", to_string(grad.shape()), "; expected ",
@@ -161,22 +160,17 @@ Grads pool_backward(std::string_view op, PoolKind kind, Inputs inputs, const Ten
   }
   std::vector<Operand> operands{Operand{kUidDx, dx, nullptr, true, plane(plan.in)},
                                 Operand{kUidDy, grad, nullptr, false, plane(plan.out)}};
-  if (kind == PoolKind::Max) {
-    // The forward's output locates each window's maximum. expect_device_grad matched its shape
-    // and dtype to the gradient's; it must also be on the device and of x's dtype, or the call
-    // is refused: the handler never recomputes a forward it was not given.
-    const Tensor& y = output;
-    if (y.device() != Device::Cuda) {
-      return runtime_error(RuntimeCode::DeviceMismatch,
-                           str(op, ": the forward output is on `", to_string(y.device()), "`, expected `cuda`"));
-    }
-    if (y.dtype() != x.dtype()) {
-      return shape_error(op, str("the forward output is ", to_string(y.dtype()), ", expected the input's ",
-                                 to_string(x.dtype())));
-    }
-    operands.push_back(Operand{kUidX, x, nullptr, false, plane(plan.in)});
-    operands.push_back(Operand{kUidY, y, nullptr, false, plane(plan.out)});
+  // The forward's output: it locates each window's maximum for max_pool, and cuDNN's backward
+  // graph reads it for avg_pool too. expect_device_grad matched its shape and dtype to the
+  // gradient's and x's; it must also be on the device, or the call is refused: the handler never
+  // recomputes a forward it was not given.
+  const Tensor& y = output;
+  if (y.device() != Device::Cuda) {
+    return runtime_error(RuntimeCode::DeviceMismatch,
+                         str(op, ": the forward output is on `", to_string(y.device()), "`, expected `cuda`"));
   }
+  operands.push_back(Operand{kUidX, x, nullptr, false, plane(plan.in)});
+  operands.push_back(Operand{kUidY, y, nullptr, false, plane(plan.out)});
   CAPSULE_CHECK(run_pool(op, *device, kind, true, x.dtype(), plan, operands));
   return std::vector<Tensor>{dx};
 }

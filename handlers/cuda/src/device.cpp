@@ -216,6 +216,13 @@ RuntimeStatus after_launch(std::string_view op, const StartedDevice& device) {
   return std::monostate{};
 }
 
+RuntimeStatus after_library_failure(std::string_view op, const StartedDevice& device) {
+  CAPSULE_CHECK(after_launch(op, device));
+  const cudaError_t queued = cudaStreamQuery(device.stream);
+  if (queued == cudaErrorNotReady) return std::monostate{};
+  return check_cuda(op, "cudaStreamQuery after the library call failed", queued);
+}
+
 RuntimeResult<Tensor> new_device_tensor(std::string_view op, std::span<const std::int64_t> dims, DType dtype) {
   CAPSULE_TRY(const StartedDevice* device, started(op));
   CAPSULE_TRY(Shape shape, Shape::make(dims));
@@ -261,7 +268,7 @@ RuntimeStatus expect_device_inputs(std::string_view op, Inputs inputs, std::size
   return std::monostate{};
 }
 
-RuntimeStatus expect_device_grad(std::string_view op, const Tensor& output, const Tensor& grad) {
+RuntimeStatus expect_device_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad) {
   if (!grad.defined()) return runtime_error(RuntimeCode::InvalidArgument, str(op, ": the output gradient is undefined"));
   if (grad.device() != Device::Cuda) {
     return runtime_error(RuntimeCode::DeviceMismatch,
@@ -270,6 +277,10 @@ RuntimeStatus expect_device_grad(std::string_view op, const Tensor& output, cons
   if (!(grad.shape() == output.shape()) || grad.dtype() != output.dtype()) {
     return shape_error(op, str("the output gradient is ", to_string(grad.dtype()), to_string(grad.shape()),
                                ", expected the output's ", to_string(output.dtype()), to_string(output.shape())));
+  }
+  if (!inputs.empty() && inputs[0].defined() && grad.dtype() != inputs[0].dtype()) {
+    return shape_error(op, str("the output gradient is ", to_string(grad.dtype()), ", expected the inputs' ",
+                               to_string(inputs[0].dtype())));
   }
   return std::monostate{};
 }

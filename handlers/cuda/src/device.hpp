@@ -40,9 +40,17 @@ inline RuntimeStatus check_cuda(std::string_view op, std::string_view call, cuda
   return cuda_failure(op, call, status);
 }
 
-/// After a launch (ours or a library's): the launch error, and in debug mode (set_cuda_sync_after_
-/// launch) the stream's completion, so an asynchronous error names the op that caused it.
+/// After a launch: our launch's error, and in debug mode (set_cuda_sync_after_launch) the
+/// stream's completion, so an asynchronous error names the op that caused it. After a cuBLAS or
+/// cuDNN call only the debug-mode synchronisation sees its kernels' errors (their runtime is
+/// their own: after_library_failure).
 RuntimeStatus after_launch(std::string_view op, const StartedDevice& device);
+
+/// After a cuBLAS or cuDNN call failed: the CUDA error behind it, if any, is the better report.
+/// Those libraries carry their own static CUDA runtime, so our cudaGetLastError never sees
+/// their launches' errors; a sticky error is the context's, though, and cudaStreamQuery on our
+/// stream returns it (and check_cuda latches it). "Not ready" means only that work is queued.
+RuntimeStatus after_library_failure(std::string_view op, const StartedDevice& device);
 
 /// A fresh output of `dims` and `dtype` in device memory (shape checked, pool-allocated).
 RuntimeResult<Tensor> new_device_tensor(std::string_view op, std::span<const std::int64_t> dims, DType dtype);
@@ -50,8 +58,9 @@ RuntimeResult<Tensor> new_device_tensor(std::string_view op, std::span<const std
 /// Checks min..max inputs: the first `min` defined, every defined one a CUDA tensor (device-
 /// mismatch otherwise: nothing is copied implicitly), one dtype throughout.
 RuntimeStatus expect_device_inputs(std::string_view op, Inputs inputs, std::size_t min, std::size_t max);
-/// A backward kernel's output gradient: defined, on the device, the output's shape and dtype.
-RuntimeStatus expect_device_grad(std::string_view op, const Tensor& output, const Tensor& grad);
+/// A backward kernel's output gradient: defined, on the device, the output's shape and dtype,
+/// and the inputs' dtype (the gradients are allocated with it and the gradient is read as it).
+RuntimeStatus expect_device_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad);
 
 /// A shape-mismatch error naming the op.
 inline Failure<RuntimeError> shape_error(std::string_view op, const std::string& what) {
