@@ -252,7 +252,8 @@ TEST_SUITE("checkers") {
   TEST_CASE("the Freivalds row kernels give every row's dots and absolute sum, blocked or not, as a plain loop") {
     // Rows 0 to 9 (blocks of four and the rows after them), lengths 0 to 13 (vector body and
     // tail), 1 to 3 rounds (pairs of rounds and a single one), weighted and not, rows further
-    // apart than their length; the dispatched kernels (AVX2 here) and the portable loops both.
+    // apart than their length; the dispatched kernel and each kernel the CPU runs (portable, AVX2,
+    // AVX-512).
     CheckerRng values(21);
     auto value = [&values] { return static_cast<double>(values.next() >> 11) * 0x1p-50 - 4.0; };
     for (std::int64_t rows = 0; rows <= 9; ++rows) {
@@ -277,17 +278,21 @@ TEST_SUITE("checkers") {
                 want_abs[static_cast<std::size_t>(i)] += std::fabs(v) * (weighted ? w[static_cast<std::size_t>(j)] : 1.0);
               }
             }
-            for (const bool portable : {false, true}) {
+            using checkers::detail::MultiDotKernel;
+            // -1: the dispatched kernel; then each kernel this CPU runs.
+            for (const int kernel : {-1, 0, 1, 2}) {
               INFO("rows " << rows << ", len " << len << ", rounds " << rounds << ", weighted " << weighted
-                           << ", portable " << portable);
+                           << ", kernel " << kernel << " (-1 dispatched, 0 portable, 1 AVX2, 2 AVX-512)");
               std::vector<double> dots(want_dots.size(), -1.0), abs_sums(want_abs.size(), -1.0);
               const double* wp = weighted ? w.data() : nullptr;
-              if (portable) {
-                checkers::detail::multi_dot_rows_portable(x.data(), rows, ld, len, y.data(), ys, rounds, wp,
-                                                          dots.data(), abs_sums.data());
-              } else {
+              if (kernel < 0) {
                 checkers::multi_dot_rows(x.data(), rows, ld, len, y.data(), ys, rounds, wp, dots.data(),
                                          abs_sums.data());
+              } else if (!checkers::detail::multi_dot_rows_with(static_cast<MultiDotKernel>(kernel), x.data(), rows,
+                                                                ld, len, y.data(), ys, rounds, wp, dots.data(),
+                                                                abs_sums.data())) {
+                CHECK(kernel > 0);  // the portable loops run everywhere
+                continue;
               }
               // Sums of at most 13 terms of magnitude <= 16 in another order: within 1e-12.
               for (std::size_t q = 0; q < dots.size(); ++q) CHECK(std::fabs(dots[q] - want_dots[q]) <= 1e-12);

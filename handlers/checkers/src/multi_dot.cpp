@@ -212,16 +212,134 @@ CAPSULE_AVX2 void axpy_avx2(const T* x, std::int64_t len, const double* coeff, s
   }
 }
 #undef CAPSULE_AVX2
+
+// ---- AVX-512F ----------------------------------------------------------------------------------
+
+// The AVX2 kernels above at eight doubles per register. The check is bound by its float64
+// multiply-adds (eight per element triple of A, B and C at two rounds, at the AVX2 kernels' peak
+// of eight per cycle), so a core with full-width AVX-512 units (Zen 5, Intel server cores) runs
+// it in about half the time; a core that splits a 512-bit operation in two (Zen 4) runs it as
+// fast as AVX2. The same accumulation order per lane group, so the same bounds hold (the
+// residual bound is over the real sums, not over one summation order).
+#define CAPSULE_AVX512 __attribute__((target("avx512f")))
+
+// The zero-masked forms of the conversion and the extraction: GCC 12's unmasked ones start from an
+// undefined register and trip -Wuninitialized where they are inlined.
+CAPSULE_AVX512 inline __m512d load8(const float* x) { return _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(x)); }
+CAPSULE_AVX512 inline __m512d load8(const double* x) { return _mm512_loadu_pd(x); }
+CAPSULE_AVX512 inline double hsum8(__m512d v) {
+  const __m256d quad = _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, v, 0), _mm512_maskz_extractf64x4_pd(0xF, v, 1));
+  const __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(quad), _mm256_extractf128_pd(quad, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
+}
+CAPSULE_AVX512 inline __m512d abs8(__m512d v) {
+  return _mm512_castsi512_pd(_mm512_and_epi64(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7fffffffffffffffLL)));
+}
+
+template <class T, std::size_t R, std::size_t kRows, bool Weighted>
+CAPSULE_AVX512 void dot_rows_avx512(const T* x, std::int64_t ld, std::int64_t len, const double* y, std::int64_t ys,
+                                    const double* w, double* dots, std::int64_t dots_stride, double* abs_sums) {
+  __m512d acc[kRows][R];
+  __m512d abs_acc[kRows];
+  for (std::size_t i = 0; i < kRows; ++i) {
+    for (std::size_t r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_pd();
+    abs_acc[i] = _mm512_setzero_pd();
+  }
+  constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
+  constexpr std::int64_t kAhead = 1024 / static_cast<std::int64_t>(sizeof(T));
+  std::int64_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    if (j % kLine == 0) {
+      for (std::size_t i = 0; i < kRows; ++i) {
+        // As in dot_rows_avx2: an integer address, which may lie past the matrix.
+        const auto ahead = reinterpret_cast<std::uintptr_t>(x + static_cast<std::int64_t>(i) * ld + j) +
+                           static_cast<std::uintptr_t>(kAhead) * sizeof(T);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      }
+    }
+    __m512d yv[R];
+    for (std::size_t r = 0; r < R; ++r) yv[r] = _mm512_loadu_pd(y + static_cast<std::int64_t>(r) * ys + j);
+    const __m512d wv = Weighted ? _mm512_loadu_pd(w + j) : _mm512_setzero_pd();
+    for (std::size_t i = 0; i < kRows; ++i) {
+      const __m512d v = load8(x + static_cast<std::int64_t>(i) * ld + j);
+      for (std::size_t r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_pd(v, yv[r], acc[i][r]);
+      abs_acc[i] = Weighted ? _mm512_fmadd_pd(abs8(v), wv, abs_acc[i]) : _mm512_add_pd(abs8(v), abs_acc[i]);
+    }
+  }
+  for (std::size_t i = 0; i < kRows; ++i) {
+    double tail[R + 1] = {};
+    const T* row = x + static_cast<std::int64_t>(i) * ld;
+    for (std::int64_t t = j; t < len; ++t) {
+      const double v = static_cast<double>(row[t]);
+      for (std::size_t r = 0; r < R; ++r) tail[r] += v * y[static_cast<std::int64_t>(r) * ys + t];
+      tail[R] += Weighted ? std::fabs(v) * w[t] : std::fabs(v);
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+      dots[static_cast<std::int64_t>(i) * dots_stride + static_cast<std::int64_t>(r)] =
+          hsum8(acc[i][r]) + tail[r];
+    }
+    if (abs_sums != nullptr) abs_sums[i] = hsum8(abs_acc[i]) + tail[R];
+  }
+}
+
+template <class T, std::size_t R, std::size_t kRows>
+CAPSULE_AVX512 void dot_block_avx512(const T* x, std::int64_t ld, std::int64_t len, const double* y,
+                                     std::int64_t ys, const double* w, double* dots, std::int64_t dots_stride,
+                                     double* abs_sums) {
+  if (w != nullptr) dot_rows_avx512<T, R, kRows, true>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
+  else dot_rows_avx512<T, R, kRows, false>(x, ld, len, y, ys, w, dots, dots_stride, abs_sums);
+}
+
+template <class T>
+CAPSULE_AVX512 void dot_rows_avx512_all(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
+                                        const double* y, std::int64_t ys, std::int64_t rounds, const double* w,
+                                        double* dots, double* abs_sums) {
+  for (std::int64_t i = 0; i < rows;) {
+    const bool block = rows - i >= kBlockRows;
+    for_round_pairs(rounds, [&](std::int64_t first, bool two) {
+      const T* xi = x + i * ld;
+      const double* yr = y + first * ys;
+      double* dots_out = dots + i * rounds + first;
+      double* abs_out = first == 0 ? abs_sums + i : nullptr;
+      if (block && two) dot_block_avx512<T, 2, kBlockRows>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else if (block) dot_block_avx512<T, 1, kBlockRows>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else if (two) dot_block_avx512<T, 2, 1>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+      else dot_block_avx512<T, 1, 1>(xi, ld, len, yr, ys, w, dots_out, rounds, abs_out);
+    });
+    i += block ? kBlockRows : 1;
+  }
+}
+
+template <class T>
+CAPSULE_AVX512 void axpy_avx512(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
+                                double* abs_acc) {
+  std::int64_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    const __m512d v = load8(x + j);
+    _mm512_storeu_pd(abs_acc + j, _mm512_add_pd(_mm512_loadu_pd(abs_acc + j), abs8(v)));
+    for (std::int64_t r = 0; r < rounds; ++r) {
+      double* sr = s + r * len + j;
+      _mm512_storeu_pd(sr, _mm512_fmadd_pd(_mm512_set1_pd(coeff[r]), v, _mm512_loadu_pd(sr)));
+    }
+  }
+  for (; j < len; ++j) {
+    const double v = static_cast<double>(x[j]);
+    abs_acc[j] += std::fabs(v);
+    for (std::int64_t r = 0; r < rounds; ++r) s[r * len + j] += coeff[r] * v;
+  }
+}
+#undef CAPSULE_AVX512
 #endif
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
-enum class Isa { Portable, Avx2 };
+enum class Isa { Portable, Avx2, Avx512 };
 
 Isa isa() {
   static const Isa chosen = [] {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #endif
     return Isa::Portable;
@@ -235,6 +353,7 @@ void dispatch_dot_rows(const T* x, std::int64_t rows, std::int64_t ld, std::int6
   switch (isa()) {
 #if defined(__x86_64__)
     case Isa::Avx2: return dot_rows_avx2_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+    case Isa::Avx512: return dot_rows_avx512_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
 #endif
     default: return dot_rows_portable(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
   }
@@ -245,6 +364,7 @@ void dispatch_axpy(const T* x, std::int64_t len, const double* coeff, std::int64
   switch (isa()) {
 #if defined(__x86_64__)
     case Isa::Avx2: return axpy_avx2(x, len, coeff, rounds, s, abs_acc);
+    case Isa::Avx512: return axpy_avx512(x, len, coeff, rounds, s, abs_acc);
 #endif
     default: return axpy_portable(x, len, coeff, rounds, s, abs_acc);
   }
@@ -270,15 +390,29 @@ void multi_axpy(const double* x, std::int64_t len, const double* coeff, std::int
 }
 
 namespace detail {
-void multi_dot_rows_portable(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
-                             double* abs_sums) {
-  dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
-}
-void multi_dot_rows_portable(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
-                             double* abs_sums) {
-  dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+bool multi_dot_rows_with(MultiDotKernel kernel, const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
+                         const double* y, std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                         double* abs_sums) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+#endif
+  switch (kernel) {
+    case MultiDotKernel::Portable:
+      dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+      return true;
+#if defined(__x86_64__)
+    case MultiDotKernel::Avx2:
+      if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return false;
+      dot_rows_avx2_all(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+      return true;
+    case MultiDotKernel::Avx512:
+      if (!__builtin_cpu_supports("avx512f")) return false;
+      dot_rows_avx512_all(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+      return true;
+#endif
+    default:
+      return false;
+  }
 }
 }  // namespace detail
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The float64 kernels behind Freivalds' check: for each row of a matrix, several dot products
 // (one per round) and an absolute-value sum, the matrix read once per two rounds (once in all for
-// the registered checkers' two). They run with AVX2 and FMA where the CPU has them
-// (chosen once at run time, like the reference gemm), else with the portable loops.
+// the registered checkers' two). They run with AVX-512F, else AVX2 and FMA, where the CPU has
+// them (chosen once at run time, like the reference gemm), else with the portable loops.
 // Any summation order and fused multiply-adds are fine here: the check's tolerance bounds its own
 // rounding with γ, which holds for every order.
 #pragma once
@@ -21,14 +21,14 @@ void multi_dot_rows(const double* x, std::int64_t rows, std::int64_t ld, std::in
                     std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots, double* abs_sums);
 
 namespace detail {
-/// multi_dot_rows's portable loops, whatever the CPU: the tests compare them with the dispatched
-/// kernels and with a plain loop.
-void multi_dot_rows_portable(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
-                             double* abs_sums);
-void multi_dot_rows_portable(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                             std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
-                             double* abs_sums);
+/// The kernels multi_dot_rows chooses from (the widest the CPU runs).
+enum class MultiDotKernel { Portable, Avx2, Avx512 };
+/// multi_dot_rows with the given kernel, whatever the dispatch would choose: the tests compare
+/// each kernel the CPU runs with a plain loop. Returns false, computing nothing, when the CPU (or
+/// the build's architecture) lacks the kernel's instructions.
+bool multi_dot_rows_with(MultiDotKernel kernel, const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
+                         const double* y, std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
+                         double* abs_sums);
 }  // namespace detail
 
 /// s[ρ·len + j] += coeff[ρ]·x[j] for ρ < rounds, and abs_acc[j] += |x[j]|, over j < len.
