@@ -23,14 +23,19 @@ elseif(CAPSULE_SANITIZE OR CAPSULE_FUZZ)
   capsule_cuda_off("this is a sanitizer or fuzz build")
 else()
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
-    find_program(CAPSULE_NVCC nvcc HINTS ENV CUDA_PATH PATHS /usr/local/cuda/bin NO_CACHE)
+    find_program(CAPSULE_NVCC nvcc HINTS ENV CUDA_PATH PATH_SUFFIXES bin PATHS /usr/local/cuda/bin NO_CACHE)
     if(CAPSULE_NVCC)
-      set(CMAKE_CUDA_COMPILER "${CAPSULE_NVCC}")
+      # Through CUDACXX, not CMAKE_CUDA_COMPILER: check_language then tries this nvcc in a test
+      # project (it skips the test when CMAKE_CUDA_COMPILER is already set), so an nvcc that
+      # cannot build with this host compiler turns the providers off instead of failing configure.
+      set(ENV{CUDACXX} "${CAPSULE_NVCC}")
     endif()
   endif()
   include(CheckLanguage)
   check_language(CUDA)
-  if(NOT CMAKE_CUDA_COMPILER)
+  if(NOT CMAKE_CUDA_COMPILER AND DEFINED ENV{CUDACXX})
+    capsule_cuda_off("nvcc at $ENV{CUDACXX} cannot build a CUDA test project with this host compiler")
+  elseif(NOT CMAKE_CUDA_COMPILER)
     capsule_cuda_off("no nvcc found; install the CUDA Toolkit or set CMAKE_CUDA_COMPILER")
   else()
     # The architectures before the language is enabled: 90 is sm_90 SASS plus compute_90 PTX

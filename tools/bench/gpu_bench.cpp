@@ -105,15 +105,29 @@ void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdic
 
   std::vector<double> ratios;
   double best_ours = 1e30, best_direct = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
+  auto time_ours = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) ours();
     (void)expect(cuda_synchronize("timed session calls"), "sync");
-    const double t_ours = seconds_since(t0) / reps;
-    t0 = std::chrono::steady_clock::now();
+    return seconds_since(t0) / reps;
+  };
+  auto time_direct = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) direct();
     expect_cuda(cudaStreamSynchronize(stream), "sync");
-    const double t_direct = seconds_since(t0) / reps;
+    return seconds_since(t0) / reps;
+  };
+  for (int r = 0; r < rounds; ++r) {
+    // The order alternates from round to round, so a drift of the GPU's clocks within a round
+    // favours neither side.
+    double t_ours = 0, t_direct = 0;
+    if (r % 2 == 0) {
+      t_ours = time_ours();
+      t_direct = time_direct();
+    } else {
+      t_direct = time_direct();
+      t_ours = time_ours();
+    }
     ratios.push_back(t_ours / t_direct);
     best_ours = std::min(best_ours, t_ours);
     best_direct = std::min(best_direct, t_direct);

@@ -726,6 +726,7 @@ void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& 
 /// cache-set conflicts and differ from process to process. ATen's functional ops never write
 /// their inputs, so our immutable storage stays unchanged.
 at::Tensor aten_of(const Tensor& t) {
+  if (t.dtype() != DType::F32) die("aten_of: the overhead cases are float32; got " + std::string(to_string(t.dtype())));
   return torch::from_blob(const_cast<float*>(t.data<float>()), t.shape().to_vector(), torch::kFloat32);
 }
 

@@ -598,7 +598,8 @@ RuntimeResult<Gradients> Session::backward(const Var& root) {
       // A handler or external runtime answering in another precision would otherwise surface
       // later as a mismatch inside the gradient sum, far from its cause.
       if (g.dtype() != input.value_.dtype() || g.device() != input.value_.device()) {
-        return runtime_error(RuntimeCode::DTypeMismatch,
+        return runtime_error(g.device() != input.value_.device() ? RuntimeCode::DeviceMismatch
+                                                                 : RuntimeCode::DTypeMismatch,
                              str("backward through `", to_string(node.op), "` (capsule `", capsule.name,
                                  "`): gradient for input ", j, " is ", to_string(g.dtype()), " on ",
                                  to_string(g.device()), "; expected ", to_string(input.value_.dtype()), " on ",

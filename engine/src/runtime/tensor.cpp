@@ -6,6 +6,7 @@
 #include <limits>
 #include <new>
 
+#include "capsule/assert.hpp"
 #include "capsule/escape.hpp"
 #include "capsule/text.hpp"
 
@@ -185,7 +186,8 @@ RuntimeResult<Tensor> Tensor::empty(const Shape& shape, DType dtype, Device devi
   if (device != Device::Cpu) {
     return runtime_error(RuntimeCode::DeviceUnavailable,
                          str("cannot allocate a ", to_string(shape), " tensor on device `", to_string(device),
-                             "`: this build links no storage allocator for it; expected device `cpu`"));
+                             "`: Tensor::empty allocates host memory only; a device tensor comes from its "
+                             "provider (capsule/handlers/cuda.hpp: empty_on_device, to_device)"));
   }
   CAPSULE_TRY(std::int64_t bytes, checked_mul("tensor byte size", shape.numel(),
                                               static_cast<std::int64_t>(element_size(dtype))));
@@ -248,7 +250,10 @@ RuntimeResult<Tensor> Tensor::over(std::shared_ptr<Storage> storage, const Shape
 }
 
 void* Tensor::raw() const {
-  assert(storage_ != nullptr && storage_->device() == Device::Cpu);
+  // Always on, not assert(): a device tensor's address read on the host would be a wild read, and
+  // device tensors exist in CUDA builds (device_address() is their accessor).
+  CAPSULE_ASSERT(storage_ != nullptr && storage_->device() == Device::Cpu,
+                 "host access (data, at, to_vector) to a tensor that is not on the CPU");
   return storage_->data();
 }
 
