@@ -369,6 +369,16 @@ TEST_SUITE("reference.values") {
     cold.temperature = 0;
     e = run_error(Op::Distill, {random_tensor({1, 2}, 1), random_tensor({1, 2}, 2)}, cold);
     CHECK(has(e.message, "temperature is 0"));
+    // smooth_max_pool checks its temperature before the window's values (the reference's order,
+    // kept by the shared capsule/runtime/spatial_args.hpp): a zero kernel entry is reported after.
+    OpAttrs cold_window = cold;
+    cold_window.kernel = {0, 2};
+    e = run_error(Op::SmoothMaxPool, {random_tensor({1, 1, 4, 4}, 1)}, cold_window);
+    CHECK(e.code == RuntimeCode::InvalidArgument);
+    CHECK(has(e.message, "smooth_max_pool: temperature is 0"));
+    cold_window.temperature = 1;
+    e = run_error(Op::SmoothMaxPool, {random_tensor({1, 1, 4, 4}, 1)}, cold_window);
+    CHECK(has(e.message, "kernel [0, 2] has an entry below 1"));
 
     e = run_error(Op::LayerNorm, {random_tensor({2, 3}, 1), random_tensor({2}, 2)});
     CHECK(has(e.message, "gamma has shape [2]; expected [3]"));

@@ -21,7 +21,8 @@
 #                  summary.txt              one line per phase
 #                --quick runs phases 1 to 3; the full run adds phase 4. A rerun into the same DIR
 #                first removes the earlier run's files. Each program runs under a time limit of
-#                $CAPSULE_GPU_PHASE_TIMEOUT seconds (default 300; exit 124 when it runs out).
+#                $CAPSULE_GPU_PHASE_TIMEOUT seconds (default 300; exit 124 when it runs out; killed 30 s
+#                after that if it ignores the stop signal).
 #                Exit status: the parity suites decide it; a benchmark that only missed a speed
 #                target (exit 3) is reported in summary.txt and does not fail the run.
 #
@@ -174,7 +175,7 @@ fi
 # Every program runs with the bundle's library path before the caller's, under a time limit
 # (a hung phase must not use up the machine's time; exit 124 says it ran out).
 with_libs() { LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CAPSULE_SOURCE_ROOT="$root" "$@"; }
-run_tests() { with_libs timeout "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$tests" "$@"; }
+run_tests() { with_libs timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$tests" "$@"; }
 
 # Phase 1: the environment, and whether there is a device at all.
 log=$out/phase-1-environment.log
@@ -219,7 +220,7 @@ if [[ $quick == 0 ]]; then
   log=$out/phase-4-bench.log
   if [[ -x $bundle/bin/capsule_gpu_bench ]]; then
     bench_status=0
-    with_libs timeout "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$bundle/bin/capsule_gpu_bench" --source "$root" >"$log" 2>&1 ||
+    with_libs timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$bundle/bin/capsule_gpu_bench" --source "$root" >"$log" 2>&1 ||
       bench_status=$?
     case $bench_status in
       0) note "phase 4 bench: every target met (results in phase-4-bench.log)" ;;

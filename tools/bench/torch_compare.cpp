@@ -290,8 +290,9 @@ struct PairedCalls {
   double ours_min = 0;
   double theirs_min = 0;
   double overhead = 0;  // median of (ours − theirs) over the pairs
-  /// A distribution-free 95% confidence interval of that median: the order statistics
-  /// n/2 ∓ 1.96·√n/2 of the sorted differences.
+  /// A distribution-free 95% confidence interval of that median: the order statistics of ranks
+  /// floor(n/2 − 1.96·√n/2) and ceil(1 + n/2 + 1.96·√n/2) (counted from 1) of the sorted
+  /// differences.
   double overhead_low = 0;
   double overhead_high = 0;
   std::int64_t pairs = 0;
@@ -341,8 +342,9 @@ PairedCalls compare_calls(std::int64_t pairs, Ours&& ours, Theirs&& theirs) {
     const double clamped = std::clamp(rank, 0.0, n - 1);
     return differences[static_cast<std::size_t>(clamped)];
   };
-  result.overhead_low = at_rank(std::floor(n / 2 - half_width));
-  result.overhead_high = at_rank(std::ceil(n / 2 + half_width));
+  // at_rank takes 0-based indices: rank r (from 1) is index r − 1.
+  result.overhead_low = at_rank(std::floor(n / 2 - half_width) - 1);
+  result.overhead_high = at_rank(std::ceil(1 + n / 2 + half_width) - 1);
   return result;
 }
 

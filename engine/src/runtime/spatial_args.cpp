@@ -3,6 +3,8 @@
 // (capsule/runtime/spatial_args.hpp).
 #include "capsule/runtime/spatial_args.hpp"
 
+#include <cmath>
+
 #include "capsule/text.hpp"
 
 namespace capsule {
@@ -65,7 +67,7 @@ std::vector<std::int64_t> spatial_shape(const Tensor& x, std::int64_t channels, 
   return {x.dim(0), channels, w};
 }
 
-RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, const OpAttrs& attrs) {
+RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, const OpAttrs& attrs, bool smooth) {
   CAPSULE_TRY(std::size_t spatial, spatial_rank(op, x));
   if (attrs.kernel.size() != spatial) {
     return runtime_error(RuntimeCode::InvalidArgument,
@@ -78,6 +80,10 @@ RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, cons
       return runtime_error(RuntimeCode::InvalidArgument,
                            str(op, ": dilation ", join_ints(attrs.dilation), " given; pools take no dilation"));
     }
+  }
+  if (smooth && !(std::isfinite(attrs.temperature) && attrs.temperature > 0)) {
+    return runtime_error(RuntimeCode::InvalidArgument,
+                         str(op, ": temperature is ", attrs.temperature, "; expected a finite value > 0"));
   }
   PoolWindow window;
   CAPSULE_TRY(window.kernel, spatial_param(op, "kernel", attrs.kernel, spatial, 1, 1, 1));

@@ -13,6 +13,17 @@
 namespace capsule::cuda {
 namespace {
 
+/// The status of this thread's latest cuDNN failure (set by cudnn_failure). Read right after a
+/// failed heuristics query, engine plan or whole plan build, to tell cuDNN's verdict on a graph
+/// (not supported, bad parameter: the same every time) from a transient failure (an allocation,
+/// an internal error), which must never be remembered as "no engine".
+thread_local cudnnStatus_t last_failure = CUDNN_STATUS_SUCCESS;
+
+bool is_graph_verdict(cudnnStatus_t status) {
+  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
+  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
+}
+
 // cuDNN 9 marks the handle attributes of the operation graph and the execution plan deprecated
 // in favour of device-property descriptors (made for ahead-of-time plans built without a
 // device). We build plans on the device that runs them, and the handle attributes are the path
@@ -110,6 +121,9 @@ RuntimeResult<std::vector<Descriptor>> proposals(std::string_view op, const Desc
   heur.set_value(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, mode);
   RuntimeResult<Descriptor> finalized = heur.finalize();
   if (!finalized) {
+    // A verdict on the graph means this mode proposes nothing; any other failure is reported,
+    // so that a transient one never becomes a cached "no engine".
+    if (!is_graph_verdict(last_failure)) return fail(std::move(finalized).error());
     why = finalized.error().message;
     return std::vector<Descriptor>{};
   }
@@ -161,20 +175,6 @@ RuntimeResult<cudnnHandle_t> cudnn_handle(std::string_view op, const StartedDevi
   if (!state->failure.empty()) return runtime_error(RuntimeCode::DeviceError, str(op, ": ", state->failure));
   return state->handle;
 }
-
-namespace {
-
-/// The status of this thread's latest cuDNN failure. cached_plan reads it after a plan build
-/// failed, to tell cuDNN's verdict on a graph (not supported, bad parameter: the same every time)
-/// from a transient failure (an allocation, an internal error), which must not be remembered.
-thread_local cudnnStatus_t last_failure = CUDNN_STATUS_SUCCESS;
-
-bool is_graph_verdict(cudnnStatus_t status) {
-  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
-  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
-}
-
-}  // namespace
 
 Failure<RuntimeError> cudnn_failure(std::string_view op, std::string_view call, cudnnStatus_t status) {
   last_failure = status;
@@ -288,7 +288,10 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
       plan_builder.set_value(kPlanHandle, CUDNN_TYPE_HANDLE, handle);
       RuntimeResult<Descriptor> plan = plan_builder.finalize();
       if (!plan) {
-        why_none = plan.error().message;  // this engine refuses the graph; try the next
+        // This engine refuses the graph: try the next. Any other failure is reported, never
+        // folded into a cached "no engine".
+        if (!is_graph_verdict(last_failure)) return fail(std::move(plan).error());
+        why_none = plan.error().message;
         continue;
       }
       auto built = std::make_shared<GraphPlan>();

@@ -244,11 +244,7 @@ RuntimeResult<PoolPlan> plan_pool(std::string_view op, std::span<const Tensor> i
                                   PoolKind kind) {
   CAPSULE_CHECK(expect_inputs(op, inputs, 1, 1));
   const Tensor& x = inputs[0];
-  CAPSULE_TRY(PoolWindow window, pool_window(op, x, attrs));
-  if (kind == PoolKind::Smooth && !(std::isfinite(attrs.temperature) && attrs.temperature > 0)) {
-    return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, ": temperature is ", attrs.temperature, "; expected a finite value > 0"));
-  }
+  CAPSULE_TRY(PoolWindow window, pool_window(op, x, attrs, kind == PoolKind::Smooth));
   PoolPlan plan;
   plan.kh = window.kernel[0];
   plan.kw = window.kernel[1];

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The spatial payload and shape rules of the conv and pool ops (conventions in op_args.hpp), one
-// copy for every provider: the per-spatial-dim payloads (stride, padding, dilation, kernel,
-// output padding), the [n, c, l] | [n, c, h, w] rank, and the window count. Every provider
-// refuses the same call with the same code and message, so a capsule swap never changes which
-// calls fail or how they are explained. A 1-D op's height axis is trivial (kernel 1, stride 1,
+// copy for the reference and the cuDNN providers: the per-spatial-dim payloads (stride, padding,
+// dilation, kernel, output padding), the [n, c, l] | [n, c, h, w] rank, and the window count.
+// Both refuse the same call with the same code and message, so a swap between them never changes
+// which calls fail or how they are explained. (The LibTorch provider still checks windows its own
+// way, handlers/libtorch/src/windows.hpp, with its own wording.) A 1-D op's height axis is trivial (kernel 1, stride 1,
 // padding 0, dilation 1), so a [n, c, l] input runs as [n, c, 1, l].
 #pragma once
 
@@ -56,8 +57,10 @@ struct PoolWindow {
   std::vector<std::int64_t> out_shape;
 };
 
-/// The window rules of max_pool, avg_pool and smooth_max_pool; payloads other than the window
-/// (smooth_max_pool's temperature) are the caller's.
-RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, const OpAttrs& attrs);
+/// The window rules of max_pool, avg_pool and smooth_max_pool. `smooth` also checks the payload
+/// temperature (finite, > 0), at its place in the order of checks: after the rank, the kernel's
+/// entry count and the dilation, before the window values.
+RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, const OpAttrs& attrs,
+                                      bool smooth = false);
 
 }  // namespace capsule
