@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The spatial payload and shape rules shared by every provider's conv and pool handlers
+// The spatial payload and shape rules shared by the reference and cuDNN conv and pool handlers
 // (capsule/runtime/spatial_args.hpp).
 #include "capsule/runtime/spatial_args.hpp"
 
@@ -90,7 +90,7 @@ RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, cons
   const std::vector<std::int64_t>& stride_values = attrs.stride.empty() ? attrs.kernel : attrs.stride;
   CAPSULE_TRY(window.stride, spatial_param(op, "stride", stride_values, spatial, 1, 1, 1));
   CAPSULE_TRY(window.pad, spatial_param(op, "padding", attrs.padding, spatial, 0, 0, 0));
-  window.in_size = spatial == 2 ? SpatialPair{x.dim(2), x.dim(3)} : SpatialPair{1, x.dim(2)};
+  const SpatialPair in_size = spatial == 2 ? SpatialPair{x.dim(2), x.dim(3)} : SpatialPair{1, x.dim(2)};
   for (std::size_t a = 0; a < 2; ++a) {
     // Padding of at most half the window keeps at least one real element in every window.
     if (window.pad[a] > window.kernel[a] / 2) {
@@ -99,7 +99,7 @@ RuntimeResult<PoolWindow> pool_window(std::string_view op, const Tensor& x, cons
                                join_ints(attrs.kernel), "; expected padding <= kernel / 2"));
     }
     CAPSULE_TRY(window.out_size[a],
-                window_count(op, window.in_size[a], window.kernel[a], window.stride[a], window.pad[a], 1));
+                window_count(op, in_size[a], window.kernel[a], window.stride[a], window.pad[a], 1));
   }
   window.out_shape = spatial_shape(x, x.dim(1), window.out_size[0], window.out_size[1]);
   return window;

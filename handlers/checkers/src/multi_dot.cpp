@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -98,8 +99,9 @@ void axpy_portable(const T* x, std::int64_t len, const double* coeff, std::int64
 #if defined(__x86_64__)
 // Written with intrinsics: GCC's auto-vectoriser shuffles the partial sums of the portable body
 // instead of keeping them in registers. One body (multi_dot_simd.inc) is compiled twice, under
-// each instruction set's target pragma, against that set's few vector operations below: four
-// doubles per register with AVX2, eight with AVX-512F. The check is bound by its float64
+// each instruction set's target pragma (GCC's; clang's attribute pragma, since clang ignores
+// GCC's), against that set's few vector operations below: four doubles per register with AVX2,
+// eight with AVX-512F. The check is bound by its float64
 // multiply-adds (eight per element triple of A, B and C at two rounds; the AVX2 kernels run near
 // their peak of eight per cycle), so a core with full-width 512-bit units (Zen 5, Intel server
 // cores) runs the AVX-512 kernels in about half the time, and one that splits a 512-bit operation
@@ -108,8 +110,12 @@ void axpy_portable(const T* x, std::int64_t len, const double* coeff, std::int64
 /// Blocks of four rows, then the last rows one at a time.
 constexpr std::int64_t kBlockRows = 4;
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 namespace avx2 {
 using Vec = __m256d;
 constexpr std::int64_t kWidth = 4;
@@ -127,10 +133,18 @@ inline double hsum(Vec v) {
 }
 #include "multi_dot_simd.inc"
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 namespace avx512 {
 using Vec = __m512d;
 constexpr std::int64_t kWidth = 8;
@@ -153,43 +167,67 @@ inline double hsum(Vec v) {
 }
 #include "multi_dot_simd.inc"
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
-enum class Isa { Portable, Avx2, Avx512 };
+using detail::MultiDotKernel;
 
-Isa isa() {
-  static const Isa chosen = [] {
+/// Whether this CPU runs `kernel`'s instructions.
+bool cpu_runs(MultiDotKernel kernel) {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+  __builtin_cpu_init();
+  switch (kernel) {
+    case MultiDotKernel::Avx512: return __builtin_cpu_supports("avx512f");
+    case MultiDotKernel::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default: return true;
+  }
+#else
+  return kernel == MultiDotKernel::Portable;
 #endif
-    return Isa::Portable;
+}
+
+/// The widest kernel this CPU runs, chosen once.
+MultiDotKernel widest() {
+  static const MultiDotKernel chosen = [] {
+    for (MultiDotKernel k : {MultiDotKernel::Avx512, MultiDotKernel::Avx2}) {
+      if (cpu_runs(k)) return k;
+    }
+    return MultiDotKernel::Portable;
   }();
   return chosen;
 }
 
 template <class T>
-void dispatch_dot_rows(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
-                       std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
-  switch (isa()) {
+void dot_rows_on(MultiDotKernel kernel, const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
+                 const double* y, std::int64_t ys, std::int64_t rounds, const double* w, double* dots,
+                 double* abs_sums) {
+  switch (kernel) {
 #if defined(__x86_64__)
-    case Isa::Avx2: return avx2::dot_rows_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
-    case Isa::Avx512: return avx512::dot_rows_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+    case MultiDotKernel::Avx2: return avx2::dot_rows_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+    case MultiDotKernel::Avx512: return avx512::dot_rows_all(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
 #endif
     default: return dot_rows_portable(x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
   }
 }
 
 template <class T>
+void dispatch_dot_rows(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
+                       std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
+  dot_rows_on(widest(), x, rows, ld, len, y, ys, rounds, w, dots, abs_sums);
+}
+
+template <class T>
 void dispatch_axpy(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s, double* abs_acc) {
-  switch (isa()) {
+  switch (widest()) {
 #if defined(__x86_64__)
-    case Isa::Avx2: return avx2::axpy(x, len, coeff, rounds, s, abs_acc);
-    case Isa::Avx512: return avx512::axpy(x, len, coeff, rounds, s, abs_acc);
+    case MultiDotKernel::Avx2: return avx2::axpy(x, len, coeff, rounds, s, abs_acc);
+    case MultiDotKernel::Avx512: return avx512::axpy(x, len, coeff, rounds, s, abs_acc);
 #endif
     default: return axpy_portable(x, len, coeff, rounds, s, abs_acc);
   }
@@ -218,26 +256,9 @@ namespace detail {
 bool multi_dot_rows_with(MultiDotKernel kernel, const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len,
                          const double* y, std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots,
                          double* abs_sums) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-#endif
-  switch (kernel) {
-    case MultiDotKernel::Portable:
-      dot_rows_portable(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
-      return true;
-#if defined(__x86_64__)
-    case MultiDotKernel::Avx2:
-      if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return false;
-      avx2::dot_rows_all(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
-      return true;
-    case MultiDotKernel::Avx512:
-      if (!__builtin_cpu_supports("avx512f")) return false;
-      avx512::dot_rows_all(x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
-      return true;
-#endif
-    default:
-      return false;
-  }
+  if (!cpu_runs(kernel)) return false;
+  dot_rows_on(kernel, x, rows, ld, len, y, y_stride, rounds, w, dots, abs_sums);
+  return true;
 }
 }  // namespace detail
 

@@ -18,7 +18,7 @@ namespace capsule::reference {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Spatial extents (the payload rules, shared with every provider, are capsule/runtime/spatial_args.hpp)
+// Spatial extents (the payload rules, shared with the cuDNN handlers, are capsule/runtime/spatial_args.hpp)
 // ---------------------------------------------------------------------------------------------
 
 Extent4 extent_of(const Tensor& t) {

@@ -4,8 +4,8 @@
 // dilation, kernel, output padding), the [n, c, l] | [n, c, h, w] rank, and the window count.
 // Both refuse the same call with the same code and message, so a swap between them never changes
 // which calls fail or how they are explained. (The LibTorch provider still checks windows its own
-// way, handlers/libtorch/src/windows.hpp, with its own wording.) A 1-D op's height axis is trivial (kernel 1, stride 1,
-// padding 0, dilation 1), so a [n, c, l] input runs as [n, c, 1, l].
+// way, handlers/libtorch/src/windows.hpp, with its own wording.) A 1-D op's height axis is trivial
+// (kernel 1, stride 1, padding 0, dilation 1), so a [n, c, l] input runs as [n, c, 1, l].
 #pragma once
 
 #include <array>
@@ -52,7 +52,6 @@ struct PoolWindow {
   SpatialPair kernel{1, 1};
   SpatialPair stride{1, 1};
   SpatialPair pad{0, 0};
-  SpatialPair in_size{1, 1};   ///< x's [h, w] (h = 1 for a rank-3 x)
   SpatialPair out_size{1, 1};  ///< the output's [h, w]
   std::vector<std::int64_t> out_shape;
 };
