@@ -17,6 +17,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -1028,6 +1029,33 @@ TEST_SUITE("libtorch.values") {
   TEST_CASE("smooth_max_pool windows with NaN, infinities or only padding match the reference") {
     check_smooth_pool_specials(Path::Plain, false);
   }
+  TEST_CASE("a LibTorch CPU handler refuses a tensor on another device, forward and backward, before reading it") {
+    // A stand-in device tensor: its bytes are host memory nobody may read (the handler must refuse
+    // it from its device alone; a read would still see finite values, so the codes decide).
+    static std::array<float, 6> elsewhere{};
+    const auto on_cuda = [](std::vector<std::int64_t> dims) {
+      std::shared_ptr<Storage> storage = Storage::adopt(elsewhere.data(), sizeof elsewhere, Device::Cuda, nullptr, nullptr);
+      return Tensor::over(std::move(storage), Shape::make(dims).value(), DType::F32).value();
+    };
+    const Tensor host = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
+    const Tensor device = on_cuda({2, 3});
+    for (const auto& inputs : {std::vector<Tensor>{device, host}, std::vector<Tensor>{host, device}}) {
+      const auto added = libtorch_handler(Op::Add).forward(inputs, {});
+      REQUIRE_FALSE(added.has_value());
+      CHECK(added.error().code == RuntimeCode::DeviceMismatch);
+      CHECK(testing::has(added.error().message, "lives on device `cuda`; the LibTorch cpu handler expects device `cpu`"));
+    }
+    const Tensor square = on_cuda({2, 2});
+    const auto product = libtorch_handler(Op::Matmul).forward(std::vector<Tensor>{square, square}, {});
+    REQUIRE_FALSE(product.has_value());
+    CHECK(product.error().code == RuntimeCode::DeviceMismatch);
+    // A backward whose output gradient lives elsewhere is refused too.
+    const Tensor y = libtorch_handler(Op::Relu).forward(std::vector<Tensor>{host}, {}).value();
+    const auto grads = libtorch_handler(Op::Relu).backward(std::vector<Tensor>{host}, y, device, {});
+    REQUIRE_FALSE(grads.has_value());
+    CHECK(testing::has(grads.error().message, "must be defined tensors on device `cpu`"));
+  }
+
   TEST_CASE("LibTorch handlers reject what the reference rejects") {
     const Tensor a = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
     const Tensor b = Tensor::from_values({3}, DType::F32, {1, 2, 3}).value();

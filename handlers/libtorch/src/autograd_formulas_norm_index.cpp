@@ -34,10 +34,12 @@ c10::optional<at::Tensor> optional_operand(const std::vector<at::Tensor>& in, In
 }
 
 /// The payload indices in a kLong tensor ATen owns: the recorded graph keeps it until the VJP or
-/// clear_tape, which the caller's OpAttrs need not outlive. One counted conversion per region.
+/// clear_tape, which the caller's OpAttrs need not outlive. One counted conversion per region
+/// (on a device, index_tensor's copy to it is that tensor, counted there).
 at::Tensor owned_indices(Op op, const OpAttrs& attrs) {
+  if (device_boundary() != nullptr) return index_tensor(op, attrs);
   count_conversion(op);
-  return index_tensor(attrs).clone();
+  return index_tensor(op, attrs).clone();
 }
 
 RuntimeResult<at::Tensor> norm_formula(Op op, const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {

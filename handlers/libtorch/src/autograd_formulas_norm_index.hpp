@@ -47,8 +47,9 @@ RuntimeResult<NormPlan> norm_plan(Op op, Inputs inputs, const OpAttrs& attrs);
 /// invstd for input `x`).
 RuntimeStatus expect_finite_variance(Op op, const at::Tensor& x, const at::Tensor& rstd, bool per_channel);
 
-/// The payload indices as a kLong tensor over attrs.indices (no copy: it lives as long as attrs).
-at::Tensor index_tensor(const OpAttrs& attrs);
+/// The payload indices as a kLong tensor: over attrs.indices on a CPU call (no copy: it lives as
+/// long as attrs); on a device call, a copy on the device, counted as a conversion of `op`.
+at::Tensor index_tensor(Op op, const OpAttrs& attrs);
 /// The axis of gather or scatter_add, every index in range.
 RuntimeResult<std::size_t> index_axis(Op op, const Tensor& indexed, const OpAttrs& attrs);
 /// scatter_add's axis, with src of the shape base and the indices need.

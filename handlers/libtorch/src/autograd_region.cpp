@@ -106,7 +106,7 @@ class Region final : public AutogradBoundary {
  public:
   Region(Op op, DType dtype, at::Tensor output, std::vector<at::Tensor> tracked, std::vector<std::size_t> positions,
          std::size_t inputs)
-      : op_(op), dtype_(dtype), output_(std::move(output)), tracked_(std::move(tracked)),
+      : op_(op), dtype_(dtype), device_(call_device()), output_(std::move(output)), tracked_(std::move(tracked)),
         positions_(std::move(positions)), inputs_(inputs) {
     live_regions().fetch_add(1);
   }
@@ -126,11 +126,12 @@ class Region final : public AutogradBoundary {
     std::vector<at::Tensor> tracked = std::move(tracked_);
     tracked_.clear();
     const std::vector<std::int64_t> want = output.sizes().vec();
-    if (!grad_output.defined() || grad_output.device() != Device::Cpu || grad_output.dtype() != dtype_ ||
+    if (!grad_output.defined() || grad_output.device() != device_ || grad_output.dtype() != dtype_ ||
         grad_output.shape().to_vector() != want) {
       return runtime_error(RuntimeCode::ShapeMismatch,
                            str("LibTorch autograd region of `", to_string(op_), "`: the output gradient must be a ",
-                               to_string(dtype_), " CPU tensor of the output's shape"));
+                               to_string(dtype_), " tensor on device `", to_string(device_),
+                               "` of the output's shape"));
     }
     std::vector<Tensor> grads(inputs_);
     // No tracked input reached the output (for example an empty broadcast): nothing flows back,
@@ -155,6 +156,7 @@ class Region final : public AutogradBoundary {
  private:
   Op op_;
   DType dtype_;
+  Device device_;  ///< the forward's device: the VJP runs there too (libtorch_cuda.cpp sets its scope)
   at::Tensor output_;                 ///< carries the recorded graph (grad_fn) until the VJP
   std::vector<at::Tensor> tracked_;   ///< the leaves that require grad
   std::vector<std::size_t> positions_;  ///< input index of each tracked leaf

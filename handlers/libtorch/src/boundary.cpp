@@ -73,8 +73,21 @@ at::IntArrayRef dims_of(const Tensor& t) {
   return {dims.data(), dims.size()};
 }
 
+/// ATen's device for one of ours. Only the CPU and CUDA device 0 reach the boundary:
+/// expect_inputs refuses a tensor on any other device before anything is wrapped.
+c10::Device aten_device(Device device) {
+  return device == Device::Cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+}
+
+/// The address of `t`'s first element, in host or device memory.
+const void* buffer_of(const Tensor& t) {
+  if (t.device() != Device::Cpu) return t.device_address();
+  return t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
+                                 : static_cast<const void*>(t.data<double>());
+}
+
 at::Tensor wrap(void* data, const Tensor& t) {
-  return at::from_blob(data, dims_of(t), at::TensorOptions().dtype(aten_dtype(t.dtype())).device(at::kCPU));
+  return at::from_blob(data, dims_of(t), at::TensorOptions().dtype(aten_dtype(t.dtype())).device(aten_device(t.device())));
 }
 
 /// What from_blob builds for a contiguous CPU buffer, built directly: a storage that does not own
@@ -82,6 +95,8 @@ at::Tensor wrap(void* data, const Tensor& t) {
 /// the tensor's sizes. A fresh output is wrapped on every call, and from_blob's general path
 /// (strides, device guard, size checks) costs about 90 ns more per call (docs/libtorch.md).
 at::Tensor wrap_output(void* data, const Tensor& t) {
+  // A device buffer takes from_blob's general path: its overhead is a CPU call's concern.
+  if (t.device() != Device::Cpu) return wrap(data, t);
   const auto bytes = static_cast<std::size_t>(t.numel()) * element_size(t.dtype());
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, c10::DataPtr(data, c10::Device(c10::kCPU)),
                        /*allocator=*/nullptr, /*resizable=*/false);
@@ -122,6 +137,20 @@ void cache_view(const Tensor& t, const at::Tensor& aten) {
 
 c10::ScalarType aten_dtype(DType dtype) { return dtype == DType::F32 ? at::kFloat : at::kDouble; }
 
+namespace {
+thread_local const DeviceBoundary* current_boundary = nullptr;
+}  // namespace
+
+const DeviceBoundary* device_boundary() { return current_boundary; }
+
+Device call_device() { return current_boundary == nullptr ? Device::Cpu : current_boundary->device; }
+
+DeviceCallScope::DeviceCallScope(const DeviceBoundary* boundary) : previous_(current_boundary) {
+  current_boundary = boundary;
+}
+
+DeviceCallScope::~DeviceCallScope() { current_boundary = previous_; }
+
 at::Tensor view_input(const Tensor& t) {
   if (at::Tensor cached = cached_view(t); cached.defined()) return cached;
   at::Tensor view = fresh_view_input(t);
@@ -132,22 +161,18 @@ at::Tensor view_input(const Tensor& t) {
 at::Tensor fresh_view_input(const Tensor& t) {
   // from_blob takes a mutable pointer; ATen only reads inputs (the boundary test checks every
   // handler leaves them bitwise unchanged).
-  const void* data = t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
-                                             : static_cast<const void*>(t.data<double>());
-  return wrap(const_cast<void*>(data), t);
+  return wrap(const_cast<void*>(buffer_of(t)), t);
 }
 
 void keep_output_view(const Tensor& written, const at::Tensor& view) { cache_view(written, view); }
 
 at::Tensor view_output(Tensor& t) {
-  void* data = t.dtype() == DType::F32 ? static_cast<void*>(t.mutable_data<float>())
-                                       : static_cast<void*>(t.mutable_data<double>());
-  return wrap_output(data, t);
+  // A fresh output of ours, not yet shared with any other tensor: writing it is safe.
+  return wrap_output(const_cast<void*>(buffer_of(t)), t);
 }
 
 RuntimeStatus expect_written(std::string_view op, const at::Tensor& aten, const Tensor& ours) {
-  const void* mine = ours.dtype() == DType::F32 ? static_cast<const void*>(ours.data<float>())
-                                                : static_cast<const void*>(ours.data<double>());
+  const void* mine = buffer_of(ours);
   const bool same_shape = aten.sizes() == dims_of(ours);
   // An empty tensor has no elements to adopt, and ATen reports a null data pointer for it.
   const bool same_buffer = ours.numel() == 0 || aten.data_ptr() == mine;
@@ -171,19 +196,21 @@ RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min,
       }
       continue;
     }
-    if (inputs[i].device() != Device::Cpu) {
-      return runtime_error(RuntimeCode::DeviceUnavailable,
+    if (inputs[i].device() != call_device()) {
+      return runtime_error(RuntimeCode::DeviceMismatch,
                            str(op, ": input ", i, " lives on device `", to_string(inputs[i].device()),
-                               "`; the LibTorch CPU handler expects device `cpu`"));
+                               "`; the LibTorch ", to_string(call_device()), " handler expects device `",
+                               to_string(call_device()), "` (nothing is copied between devices implicitly)"));
     }
   }
   return expect_same_dtype(op, inputs);
 }
 
 RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad) {
-  if (!output.defined() || !grad.defined() || grad.device() != Device::Cpu) {
+  if (!output.defined() || !grad.defined() || grad.device() != call_device()) {
     return runtime_error(RuntimeCode::InvalidArgument,
-                         str(op, " backward: the forward output and its gradient must be defined CPU tensors"));
+                         str(op, " backward: the forward output and its gradient must be defined tensors on device `",
+                             to_string(call_device()), "`"));
   }
   if (grad.shape() != output.shape()) {
     return runtime_error(RuntimeCode::ShapeMismatch,
@@ -198,12 +225,19 @@ RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& outp
   return std::monostate{};
 }
 
+namespace {
+RuntimeResult<Tensor> new_on_call_device(const Shape& shape, DType dtype) {
+  const DeviceBoundary* boundary = device_boundary();
+  return boundary == nullptr ? Tensor::empty(shape, dtype) : boundary->empty(shape, dtype);
+}
+}  // namespace
+
 RuntimeResult<Tensor> new_tensor(std::span<const std::int64_t> dims, DType dtype) {
   CAPSULE_TRY(Shape shape, Shape::make(dims));
-  return Tensor::empty(shape, dtype);
+  return new_on_call_device(shape, dtype);
 }
 
-RuntimeResult<Tensor> new_like(const Tensor& like) { return Tensor::empty(like.shape(), like.dtype()); }
+RuntimeResult<Tensor> new_like(const Tensor& like) { return new_on_call_device(like.shape(), like.dtype()); }
 
 RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype) {
   const std::vector<std::int64_t> dims = result.sizes().vec();
@@ -242,10 +276,12 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
   // grad_fn always requires grad (AutogradMeta::requires_grad is `requires_grad_ || grad_fn_`),
   // and asking for grad_fn() itself would copy a shared_ptr on every call.
   at::Tensor owned = result.requires_grad() ? result.detach() : result;
-  if (owned.scalar_type() != aten_dtype(dtype) || !owned.device().is_cpu()) {
-    return runtime_error(RuntimeCode::DTypeMismatch, str("LibTorch ", op, ": ATen returned ",
-                                                         std::string(c10::toString(owned.scalar_type())), " on ",
-                                                         owned.device().str(), "; expected ", to_string(dtype), " on cpu"));
+  const Device device = call_device();
+  if (owned.scalar_type() != aten_dtype(dtype) || owned.device() != aten_device(device)) {
+    return runtime_error(RuntimeCode::DTypeMismatch,
+                         str("LibTorch ", op, ": ATen returned ", std::string(c10::toString(owned.scalar_type())),
+                             " on ", owned.device().str(), "; expected ", to_string(dtype), " on ",
+                             aten_device(device).str()));
   }
   TakenResult taken;
   if (!owned.is_contiguous() || aliases_any(owned, borrowed)) {
@@ -255,8 +291,11 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
   CAPSULE_TRY(Shape shape, Shape::make(std::span<const std::int64_t>(owned.sizes().data(), owned.sizes().size())));
   void* data = owned.numel() == 0 ? nullptr : owned.data_ptr();
   const std::size_t bytes = static_cast<std::size_t>(owned.numel()) * element_size(dtype);
+  if (const DeviceBoundary* boundary = device_boundary(); boundary != nullptr && boundary->adopted != nullptr) {
+    boundary->adopted(owned);
+  }
   std::shared_ptr<Storage> storage =
-      Storage::adopt(data, bytes, Device::Cpu, &release_adopted, owned.unsafeGetTensorImpl());
+      Storage::adopt(data, bytes, device, &release_adopted, owned.unsafeGetTensorImpl());
   (void)owned.unsafeReleaseTensorImpl();  // adopted: the storage's deleter owns this reference now
   CAPSULE_TRY(taken.tensor, Tensor::over(std::move(storage), shape, dtype));
   return taken;

@@ -49,7 +49,39 @@ inline at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1,
 /// ATen's scalar type for one of ours.
 c10::ScalarType aten_dtype(DType dtype);
 
-/// A CPU ATen tensor over `t`'s elements (no copy). ATen reads it only: our handlers never pass
+/// How a handler call reaches a device other than the CPU. The kernels are device-generic: the
+/// same function serves the CPU capsule and the CUDA one, and only the boundary (where inputs are
+/// wrapped, outputs allocated and results adopted) differs by device. libtorch_cuda.cpp supplies
+/// the CUDA boundary and sets it around each call of a CUDA handler (DeviceCallScope); a call with
+/// none set is a CPU call.
+struct DeviceBoundary {
+  Device device = Device::Cpu;
+  c10::Device aten_device{c10::kCPU};
+  /// Fresh, uninitialised output storage on the device (never host memory).
+  RuntimeResult<Tensor> (*empty)(const Shape& shape, DType dtype) = nullptr;
+  /// Called on every ATen-allocated result the boundary adopts (CUDA: record our stream on it).
+  void (*adopted)(const at::Tensor& result) = nullptr;
+};
+
+/// The device boundary of the handler call running on this thread; null for a CPU call.
+const DeviceBoundary* device_boundary();
+/// The device of the handler call running on this thread.
+Device call_device();
+
+/// Sets the device boundary for one handler call on this thread, restoring the previous one
+/// when it ends (a CUDA handler's region VJP may run inside another call's scope).
+class DeviceCallScope {
+ public:
+  explicit DeviceCallScope(const DeviceBoundary* boundary);
+  ~DeviceCallScope();
+  DeviceCallScope(const DeviceCallScope&) = delete;
+  DeviceCallScope& operator=(const DeviceCallScope&) = delete;
+
+ private:
+  const DeviceBoundary* previous_;
+};
+
+/// An ATen tensor over `t`'s elements on `t`'s device (no copy). ATen reads it only: our handlers never pass
 /// an input as an `out` argument, nor change its metadata in place (no `requires_grad_`, no
 /// `resize_`, no in-place view op), because the view is cached on `t`'s storage (ForeignView)
 /// and shared by every later call that reads the same elements: a tensor is wrapped once, not
@@ -61,19 +93,20 @@ at::Tensor fresh_view_input(const Tensor& t);
 /// Caches `view`, which ATen has just written in place as `written`'s elements, as `written`'s
 /// input view, so the next op that reads `written` does not wrap it again.
 void keep_output_view(const Tensor& written, const at::Tensor& view);
-/// A CPU ATen tensor over `t`'s elements, which the handler writes.
+/// An ATen tensor over `t`'s elements on `t`'s device, which the handler writes.
 at::Tensor view_output(Tensor& t);
 
 /// Fails unless ATen left `aten` on `ours`' buffer with `ours`' shape.
 RuntimeStatus expect_written(std::string_view op, const at::Tensor& aten, const Tensor& ours);
 
-/// Checks min..max inputs; the first `min` must be defined; every defined one on the CPU; one
-/// dtype throughout.
+/// Checks min..max inputs; the first `min` must be defined; every defined one on the call's device
+/// (call_device); one dtype throughout.
 RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min, std::size_t max);
-/// A backward kernel's output gradient: defined, CPU, the output's shape and the inputs' dtype.
+/// A backward kernel's output gradient: defined, on the call's device, the output's shape and the
+/// inputs' dtype.
 RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad);
 
-/// A fresh output of `dims` and `dtype`.
+/// A fresh output of `dims` and `dtype` on the call's device.
 RuntimeResult<Tensor> new_tensor(std::span<const std::int64_t> dims, DType dtype);
 RuntimeResult<Tensor> new_like(const Tensor& like);
 
@@ -117,8 +150,8 @@ struct TakenResult {
 
 /// One of our tensors over the elements of `result`, which an ATen call computed. Adopted without
 /// a copy (Storage::adopt; the deleter's context keeps a detached ATen tensor alive) when ATen
-/// allocated them: `result` contiguous, of `dtype`, on the CPU, and sharing storage with none of
-/// `borrowed` (the views of our tensors the call read, from_blob over memory ATen does not own).
+/// allocated them: `result` contiguous, of `dtype`, on the call's device, and sharing storage with
+/// none of `borrowed` (the views of our tensors the call read, from_blob over memory ATen does not own).
 /// Otherwise copied once into storage of its own (`copied`). A result of another dtype or device
 /// is an error. Nothing writes the adopted elements afterwards: the kept tensor is never handed to
 /// an ATen call (a later op that reads the tensor wraps it anew), so they are as immutable as ours.
@@ -160,7 +193,8 @@ auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
 /// handler converts one of our tensors (`.to(at::kLong)`, `.to(at::kBool)`).
 void count_conversion(Op op);
 
-/// The handler description every LibTorch CPU handler registers with.
+/// The handler description every LibTorch CPU handler registers with (libtorch_cuda.cpp derives
+/// the CUDA handlers' from these).
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
 
 /// The external-autograd forward of `op` (autograd_region.cpp), or null when the op has no region

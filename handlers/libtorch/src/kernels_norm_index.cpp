@@ -225,11 +225,16 @@ Grads norm_backward(Inputs inputs, const Tensor& output, const Tensor& grad, con
 
 }  // namespace
 
-/// The payload indices as an ATen kLong tensor over their own storage (no copy).
-at::Tensor index_tensor(const OpAttrs& attrs) {
+/// The payload indices as an ATen kLong tensor: over their own host storage on a CPU call (no
+/// copy); copied to the device, and counted as a conversion of `op`, on a device call.
+at::Tensor index_tensor(Op op, const OpAttrs& attrs) {
   auto* data = const_cast<std::int64_t*>(attrs.indices.data());
-  return at::from_blob(data, {static_cast<std::int64_t>(attrs.indices.size())},
-                       at::TensorOptions().dtype(at::kLong).device(at::kCPU));
+  at::Tensor host = at::from_blob(data, {static_cast<std::int64_t>(attrs.indices.size())},
+                                  at::TensorOptions().dtype(at::kLong).device(at::kCPU));
+  const DeviceBoundary* boundary = device_boundary();
+  if (boundary == nullptr) return host;
+  count_conversion(op);
+  return host.to(boundary->aten_device);
 }
 
 /// Every index in [0, size of the axis): ATen would raise on some and wrap none, but the error
@@ -262,7 +267,8 @@ RuntimeResult<Tensor> gather_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(std::size_t axis, index_axis(Op::Gather, inputs[0], attrs));
   return guarded("gather", [&] {
     return write_new("gather", indexed_dims(inputs[0], axis, attrs), inputs[0].dtype(), [&](at::Tensor& out) {
-      at::index_select_out(out, view_input(inputs[0]), static_cast<std::int64_t>(axis), index_tensor(attrs));
+      at::index_select_out(out, view_input(inputs[0]), static_cast<std::int64_t>(axis),
+                           index_tensor(Op::Gather, attrs));
     });
   });
 }
@@ -276,7 +282,7 @@ Grads gather_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
   return guarded("gather", [&]() -> Grads {
     CAPSULE_TRY(Tensor dx, write_like("gather", inputs[0], [&](at::Tensor& out) {
       out.zero_();
-      out.index_add_(static_cast<std::int64_t>(axis), index_tensor(attrs), view_input(grad));
+      out.index_add_(static_cast<std::int64_t>(axis), index_tensor(Op::Gather, attrs), view_input(grad));
     }));
     return std::vector<Tensor>{dx};
   });
@@ -304,7 +310,7 @@ RuntimeResult<Tensor> scatter_add_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(std::size_t axis, scatter_axis(inputs, attrs));
   return guarded("scatter_add", [&] {
     return write_like("scatter_add", inputs[0], [&](at::Tensor& out) {
-      at::index_add_out(out, view_input(inputs[0]), static_cast<std::int64_t>(axis), index_tensor(attrs),
+      at::index_add_out(out, view_input(inputs[0]), static_cast<std::int64_t>(axis), index_tensor(Op::ScatterAdd, attrs),
                         view_input(inputs[1]));
     });
   });
@@ -318,7 +324,7 @@ Grads scatter_add_backward(Inputs inputs, const Tensor& output, const Tensor& gr
     const at::Tensor g = view_input(grad);
     CAPSULE_TRY(Tensor gbase, write_like("scatter_add", inputs[0], [&](at::Tensor& out) { copy_into("scatter_add", out, g); }));
     CAPSULE_TRY(Tensor gsrc, write_like("scatter_add", inputs[1], [&](at::Tensor& out) {
-      at::index_select_out(out, g, static_cast<std::int64_t>(axis), index_tensor(attrs));
+      at::index_select_out(out, g, static_cast<std::int64_t>(axis), index_tensor(Op::ScatterAdd, attrs));
     }));
     return std::vector<Tensor>{gbase, gsrc};
   });
