@@ -16,7 +16,11 @@
 #                                           when there is no usable CUDA device
 #                  phase-2-parity.log       the parity suites (cublas/cudnn .values and .vjps)
 #                  gpu-ledger.json          their evidence ledger (docs/evidence-ledger.md)
-#                  phase-3-libtorch-cuda.log  the LibTorch CUDA provider: not built yet, says so
+#                  phase-3-libtorch-cuda.log  LibTorch on CUDA: configured and built there against
+#                                           its torch (CAPSULE_GPU_TESTS_ONLY, in
+#                                           $CAPSULE_GPU_TORCH_BUILD_DIR, default build-gpu-libtorch/),
+#                                           then the libtorch.cuda suites
+#                  gpu-ledger-libtorch-cuda.json  their ledger
 #                  phase-4-bench.log        full runs only: capsule_gpu_bench when the bundle has one
 #                  summary.txt              one line per phase
 #                --quick runs phases 1 to 3; the full run adds phase 4. A rerun into the same DIR
@@ -126,6 +130,29 @@ if [[ $mode == bundle ]]; then
         carried+=("$name") ;;
     esac
   done < <(for program in "${programs[@]}"; do ldd "$program"; done | awk '/=>/ {print $1, ($3 == "not" ? "" : $3); next} {print $1, ""}' | sort -u)
+  # Phase 3 compiles LibTorch on CUDA on the GPU machine, against its torch
+  # (CAPSULE_GPU_TESTS_ONLY): the headers and CMake packages of toml++ and doctest, which that
+  # machine lacks, go along under prefix/, laid out as their installed prefix so their
+  # relocatable package files find them.
+  carry_package() {  # <name> <its include folder's name> <its CMake package folder, from the build's cache>
+    local name=$1 headers=$2 config=$3 base lib
+    [[ -n $config && -d $config ]] || die "no CMake package folder for $name in $build_dir/CMakeCache.txt"
+    config=$(readlink -f "$config")
+    base=${config%%/lib/*}  # the install prefix: the folder above lib/
+    [[ $base != "$config" && -d $base/include/$headers ]] || die "cannot find $name's headers beside $config"
+    mkdir -p "$bundle/prefix/include" "$bundle/prefix/${config#"$base"/}"
+    cp -R "$base/include/$headers" "$bundle/prefix/include/"
+    cp -R "$config/." "$bundle/prefix/${config#"$base"/}/"
+    lib=$(dirname "$(dirname "$config")")  # the library folder holding cmake/<name>/
+    for file in "$lib"/lib"$name".so*; do
+      [[ -e $file ]] && cp -L "$file" "$bundle/prefix/${lib#"$base"/}/"
+    done
+    carried_packages+=("$name")
+  }
+  cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt"; }
+  carried_packages=()
+  carry_package tomlplusplus toml++ "$(cache_value tomlplusplus_DIR)"
+  carry_package doctest doctest "$(cache_value doctest_DIR)"
   {
     echo "capsule GPU bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
@@ -133,6 +160,7 @@ if [[ $mode == bundle ]]; then
     echo "capsule_gpu_tests sha256 (unstripped): $(sha256sum "$binary" | cut -d' ' -f1)"
     echo "carried: ${carried[*]:-none}"
     echo "resolved on the GPU machine: ${expected[*]:-none}"
+    echo "packages for phase 3's build (prefix/): ${carried_packages[*]}"
   } >"$bundle/BUNDLE.txt"
   cat "$bundle/BUNDLE.txt"
   echo "gpu-check: bundled into $bundle ($(du -sh "$bundle" | cut -f1)); carry it to the GPU machine and run tools/gpu-check.sh --quick --out \$OUT there"
@@ -206,14 +234,59 @@ else
   note "phase 2 parity: FAILED (exit $status); $(grep -E '^ledger: wrote' "$log" | tail -1 || echo 'no ledger written')"
 fi
 
-# Phase 3: LibTorch on CUDA. Not built: there is no LibTorch CUDA provider in this tree yet.
+# Phase 3: LibTorch on CUDA. Its handlers need this machine's torch, so they are compiled here:
+# the engine, the providers and capsule_gpu_tests from this checkout (CAPSULE_GPU_TESTS_ONLY,
+# toml++ and doctest from the bundle's prefix/), then the libtorch.cuda suites run with their own
+# ledger. The build folder stays out of $out (only results come back).
 log=$out/phase-3-libtorch-cuda.log
+lt_status=0
+lt_build=${CAPSULE_GPU_TORCH_BUILD_DIR:-$root/build-gpu-libtorch}
+lt_build=$(absolute "$lt_build")
 {
-  echo "not yet built: the LibTorch CUDA provider has no handlers in this tree, so nothing was compiled or run."
-  echo "torch on this machine (for when it is):"
+  echo "== torch"
   python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 || true
-} >"$log"
-note "phase 3 libtorch-cuda: not yet built; nothing ran"
+  torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  # pip's cuDNN has no unversioned libcudnn.so and sits outside the toolkit: named explicitly.
+  cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
+  cudnn_args=()
+  if [[ -n $cudnn_root && -f $cudnn_root/include/cudnn.h ]]; then
+    cudnn_lib=$( (ls "$cudnn_root"/lib/libcudnn.so* 2>/dev/null || true) | head -1)
+    cudnn_args=(-DCAPSULE_CUDNN_INCLUDE_DIR="$cudnn_root/include" ${cudnn_lib:+-DCAPSULE_CUDNN_LIBRARY="$cudnn_lib"})
+  fi
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if [[ -z $torch_prefix ]]; then
+    echo "no torch with a CMake prefix on this machine: nothing to build"
+    lt_status=2
+  else
+    echo "== configure ($lt_build)"
+    timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
+      -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
+      -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" "${cudnn_args[@]}" || lt_status=$?
+    if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
+      echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
+      lt_status=2
+    fi
+    if [[ $lt_status == 0 ]]; then
+      echo "== build"
+      timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests -j "$(nproc)" ||
+        lt_status=$?
+    fi
+    if [[ $lt_status == 0 ]]; then
+      echo "== libtorch.cuda suites"
+      # The machine's own C++ runtime (the binary was built here, maybe by a newer g++ than the
+      # bundle's libstdc++), with the CUDA folders; the build tree's RPATH finds torch and toml++.
+      LD_LIBRARY_PATH="${lib_path#"$bundle/lib:"}" CAPSULE_SOURCE_ROOT="$root" \
+        timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$lt_build/tests/gpu/capsule_gpu_tests" \
+        --test-suite='libtorch.cuda*' --ledger "$out/gpu-ledger-libtorch-cuda.json" || lt_status=$?
+    fi
+  fi
+} >"$log" 2>&1
+case $lt_status in
+  0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)" ;;
+  2) note "phase 3 libtorch-cuda: not built ($(tail -1 "$log"))" ;;
+  *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
+esac
 
 # Phase 4 (full runs): the GPU benchmarks, when the bundle has a benchmark binary.
 if [[ $quick == 0 ]]; then
@@ -237,6 +310,8 @@ fi
 # The exit status: the parity suites decide it (their ledger is the evidence); a bench that failed
 # to run (not one that only missed a speed target) fails the run too.
 [[ $status == 0 ]] || die "the parity suites failed (exit $status$([[ $status == 124 ]] && echo ', timed out')); see $out/phase-2-parity.log"
+[[ $lt_status == 0 || $lt_status == 2 ]] ||
+  die "the LibTorch CUDA phase failed (exit $lt_status); see $out/phase-3-libtorch-cuda.log"
 if [[ $quick == 0 && ${bench_status:-0} != 0 && ${bench_status:-0} != 3 ]]; then
   die "the benchmark failed (exit $bench_status); see $out/phase-4-bench.log"
 fi

@@ -12,6 +12,9 @@
 
 #include "capsule/build_info.hpp"
 #include "capsule/handlers/cuda.hpp"
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+#include "capsule/handlers/libtorch.hpp"
+#endif
 #include "gpu_support.hpp"
 #include "runner.hpp"
 
@@ -23,6 +26,12 @@ capsule::EnvironmentFingerprint gpu_fingerprint() {
   // cuda_fingerprint names the device by the keys a ledger verdict describes a run's device with
   // (`device.cuda`, `device.cuda.driver`): "passed: ... on cuda (NVIDIA H200), driver CUDA 13.0".
   capsule::add_entries(fingerprint, cuda);
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+  // Which CUDA runtime, cuBLAS and cuDNN objects the process really loaded: pip's torch brings
+  // its own, and one object per soname serves every handler.
+  capsule::add_entries(fingerprint, capsule::libtorch_fingerprint());
+  capsule::add_entries(fingerprint, capsule::libtorch_cuda_fingerprint());
+#endif
   return fingerprint;
 }
 

@@ -13,6 +13,9 @@
 #include <stdexcept>
 
 #include "capsule/handlers/cuda.hpp"
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+#include "capsule/handlers/libtorch.hpp"
+#endif
 #include "capsule/handlers/reference.hpp"
 #include "capsule/text.hpp"
 #include "suite_coverage.hpp"
@@ -56,6 +59,12 @@ const HandlerRegistry& registry() {
     HandlerRegistry r;
     if (auto reference = register_reference_handlers(r); !reference) throw std::runtime_error(reference.error().message);
     if (auto cuda = register_cuda_handlers(r); !cuda) throw std::runtime_error(cuda.error().message);
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+    set_libtorch_threads(1);  // ATen's CPU pool: the reference side of a case runs on the host
+    if (auto libtorch = register_libtorch_cuda_handlers(r); !libtorch) {
+      throw std::runtime_error(libtorch.error().message);
+    }
+#endif
     return r;
   }();
   return instance;

@@ -18,8 +18,16 @@ namespace capsule::gpu_test {
 const std::vector<Op>& parity_ops(Provider provider) {
   static const std::vector<Op> cublas = {Op::Matmul, Op::ScaledMatmul, Op::Linear};
   static const std::vector<Op> cudnn = {Op::Conv, Op::ConvTranspose, Op::MaxPool, Op::AvgPool, Op::BatchNorm};
+  // LibTorch on CUDA: the ops whose parity cases and bounds exist (parity.cpp), the vendor ops'.
+  static const std::vector<Op> libtorch = {Op::Matmul,  Op::ScaledMatmul, Op::Linear,  Op::Conv,
+                                           Op::ConvTranspose, Op::MaxPool, Op::AvgPool, Op::BatchNorm};
   static const std::vector<Op> none;
-  return provider == Provider::Cublas ? cublas : provider == Provider::Cudnn ? cudnn : none;
+  switch (provider) {
+    case Provider::Cublas: return cublas;
+    case Provider::Cudnn: return cudnn;
+    case Provider::Libtorch: return libtorch;
+    default: return none;
+  }
 }
 
 std::vector<Op> registered_parity_ops(Provider provider) {
@@ -69,6 +77,21 @@ const SuiteCoverage kCudnnValues("cudnn.values", Obligation::Value, Provider::Cu
                                  [] { return registered_parity_ops(Provider::Cudnn); });
 const SuiteCoverage kCudnnVjps("cudnn.vjps", Obligation::Vjp, Provider::Cudnn, Device::Cuda,
                                [] { return registered_parity_ops(Provider::Cudnn); });
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+/// The parity ops plus scaled_dot_product_attention, whose §10.16 fixture the suites also run
+/// (libtorch_sdpa_fixture.cpp).
+std::vector<Op> libtorch_cuda_ops() {
+  std::vector<Op> ops = registered_parity_ops(Provider::Libtorch);
+  if (registry().find(Op::ScaledDotProductAttention, Provider::Libtorch, Device::Cuda) != nullptr) {
+    ops.push_back(Op::ScaledDotProductAttention);
+  }
+  return ops;
+}
+const SuiteCoverage kLibtorchCudaValues("libtorch.cuda.values", Obligation::Value, Provider::Libtorch, Device::Cuda,
+                                        libtorch_cuda_ops);
+const SuiteCoverage kLibtorchCudaVjps("libtorch.cuda.vjps", Obligation::Vjp, Provider::Libtorch, Device::Cuda,
+                                      libtorch_cuda_ops);
+#endif
 
 }  // namespace
 }  // namespace capsule::gpu_test
@@ -106,3 +129,28 @@ TEST_SUITE("cudnn.vjps") {
   TEST_CASE("parity: cudnn avg_pool vjp") { run_vjp_parity(Op::AvgPool, Provider::Cudnn); }
   TEST_CASE("parity: cudnn batch_norm vjp") { run_vjp_parity(Op::BatchNorm, Provider::Cudnn); }
 }
+
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+// LibTorch's device-generic kernels on our device tensors and stream (libtorch_cuda.cpp).
+TEST_SUITE("libtorch.cuda.values") {
+  TEST_CASE("parity: libtorch matmul forward") { run_value_parity(Op::Matmul, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch scaled_matmul forward") { run_value_parity(Op::ScaledMatmul, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch linear forward") { run_value_parity(Op::Linear, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch conv forward") { run_value_parity(Op::Conv, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch conv_transpose forward") { run_value_parity(Op::ConvTranspose, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch max_pool forward") { run_value_parity(Op::MaxPool, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch avg_pool forward") { run_value_parity(Op::AvgPool, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch batch_norm forward") { run_value_parity(Op::BatchNorm, Provider::Libtorch); }
+}
+
+TEST_SUITE("libtorch.cuda.vjps") {
+  TEST_CASE("parity: libtorch matmul vjp") { run_vjp_parity(Op::Matmul, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch scaled_matmul vjp") { run_vjp_parity(Op::ScaledMatmul, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch linear vjp") { run_vjp_parity(Op::Linear, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch conv vjp") { run_vjp_parity(Op::Conv, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch conv_transpose vjp") { run_vjp_parity(Op::ConvTranspose, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch max_pool vjp") { run_vjp_parity(Op::MaxPool, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch avg_pool vjp") { run_vjp_parity(Op::AvgPool, Provider::Libtorch); }
+  TEST_CASE("parity: libtorch batch_norm vjp") { run_vjp_parity(Op::BatchNorm, Provider::Libtorch); }
+}
+#endif

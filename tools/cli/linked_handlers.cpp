@@ -21,6 +21,10 @@ RuntimeStatus register_linked_handlers(HandlerRegistry& registry) {
   // Registering needs no device: a CUDA profile then fails at session open with the probe's reason.
   CAPSULE_CHECK(register_cuda_handlers(registry));
 #endif
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+  // After the CUDA runtime: the LibTorch CUDA handlers run on its device and stream.
+  CAPSULE_CHECK(register_libtorch_cuda_handlers(registry));
+#endif
   return std::monostate{};
 }
 
@@ -31,6 +35,9 @@ EnvironmentFingerprint linked_fingerprint() {
 #endif
 #if defined(CAPSULE_HAVE_CUDA)
   add_entries(fingerprint, cuda_fingerprint());
+#endif
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+  add_entries(fingerprint, libtorch_cuda_fingerprint());
 #endif
   return fingerprint;
 }

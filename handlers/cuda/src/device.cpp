@@ -302,6 +302,11 @@ RuntimeStatus cuda_synchronize(std::string_view where) {
   return cuda::check_cuda(where, "cudaStreamSynchronize", cudaStreamSynchronize(device->stream));
 }
 
+RuntimeResult<void*> cuda_interop_stream(std::string_view op) {
+  CAPSULE_TRY(const cuda::StartedDevice* device, cuda::started(op));
+  return static_cast<void*>(device->stream);
+}
+
 RuntimeResult<Tensor> empty_on_device(const Shape& shape, DType dtype) {
   return cuda::new_device_tensor("empty_on_device", shape.dims(), dtype);
 }

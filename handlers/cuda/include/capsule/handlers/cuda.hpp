@@ -58,6 +58,11 @@ RuntimeResult<Tensor> full_on_device(const Shape& shape, DType dtype, double val
 void set_cuda_sync_after_launch(bool on);
 bool cuda_sync_after_launch();
 
+/// Our stream, as an opaque `cudaStream_t`, for a library that must run on it (LibTorch's
+/// external-stream guard: libtorch_cuda.cpp), starting the device on first use; or why there is
+/// none, naming `op`. The stream lives until the process ends.
+RuntimeResult<void*> cuda_interop_stream(std::string_view op);
+
 /// Waits for everything queued on our stream; an error names `where`.
 RuntimeStatus cuda_synchronize(std::string_view where);
 

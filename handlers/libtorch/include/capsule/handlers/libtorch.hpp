@@ -20,8 +20,27 @@ namespace capsule {
 inline constexpr std::string_view kLibTorchShapeGuard = "libtorch operand shape checks";
 inline constexpr std::string_view kLibTorchLayoutGuard = "libtorch from_blob and out-buffer checks";
 
+/// The runtime guard every LibTorch CUDA handler adds: its inputs and outputs are contiguous
+/// views over our device memory (the `libtorch` catalog's CUDA capsules name it).
+inline constexpr std::string_view kLibTorchCudaLayoutGuard = "contiguous CUDA tensor views";
+
 /// Registers every LibTorch CPU handler. Fails, naming both sites, if one is already registered.
 RuntimeStatus register_libtorch_handlers(HandlerRegistry& registry);
+
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+/// Only in a build whose LibTorch has CUDA and whose CUDA provider is on (the target then
+/// defines CAPSULE_HAVE_LIBTORCH_CUDA for its users). Registers a CUDA twin of every LibTorch CPU
+/// handler: the same device-generic kernel, run on our device tensors and our stream
+/// (docs/libtorch.md, "LibTorch on CUDA"). Needs the CUDA device runtime registered first
+/// (register_cuda_handlers); fails with the reason otherwise.
+RuntimeStatus register_libtorch_cuda_handlers(HandlerRegistry& registry);
+
+/// Which CUDA runtime, cuBLAS, cuDNN and libtorch_cuda objects this process has loaded (pip's
+/// torch brings its own; one object per soname is mapped, so these are the copies every handler
+/// calls), whether LibTorch sees a device, and the cuDNN version it reports:
+/// `provider.libtorch.cuda.*`.
+EnvironmentFingerprint libtorch_cuda_fingerprint();
+#endif
 
 /// Pins ATen's intra-op thread pool (tests and CTest runs use 1, so `ctest -j2` does not
 /// oversubscribe two cores).
