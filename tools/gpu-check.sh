@@ -40,10 +40,12 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: tools/gpu-check.sh --bundle [DIR] [--no-build]   (here) build capsule_gpu_tests and bundle it into DIR (gpu-bundle/)
-       tools/gpu-check.sh [--quick] [--out DIR] [--bundle-dir DIR]
+       tools/gpu-check.sh [--quick] [--no-libtorch | --libtorch-only] [--out DIR] [--bundle-dir DIR]
                                                        (GPU machine) run the GPU check from the bundle (gpu-bundle/),
                                                        writing each phase's results into DIR (gpu-check-out/)
   --quick     the parity suites only; without it the benchmarks run too
+  --no-libtorch    skip phase 3 (LibTorch on CUDA, which compiles here and takes minutes)
+  --libtorch-only  phases 1 and 3 only (for a second device call after a run with --no-libtorch)
   --no-build  bundle the binary already built in $CAPSULE_BUILD_DIR (build/) without building it
 EOF
 }
@@ -55,6 +57,7 @@ die() {
 
 mode=run
 quick=0
+libtorch=run
 build=1
 out=gpu-check-out
 bundle=gpu-bundle
@@ -62,6 +65,8 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     -h | --help) usage; exit 0 ;;
     --quick) quick=1 ;;
+    --no-libtorch) libtorch=skip ;;
+    --libtorch-only) libtorch=only ;;
     --no-build) build=0 ;;
     --bundle)
       mode=bundle
@@ -174,7 +179,9 @@ tests=$bundle/bin/capsule_gpu_tests
 mkdir -p "$out"
 # A rerun into the same folder never leaves an earlier run's results beside this one's: a
 # passing ledger from a run before a crash must not be merged as this run's.
-rm -f "$out"/phase-*.log "$out"/gpu-ledger.json "$out"/summary.txt
+rm -f "$out"/phase-1-*.log "$out"/summary.txt
+[[ $libtorch != only ]] && rm -f "$out"/phase-2-*.log "$out"/phase-4-*.log "$out"/gpu-ledger.json
+[[ $libtorch != skip ]] && rm -f "$out"/phase-3-*.log "$out"/gpu-ledger-libtorch-cuda.json
 summary=$out/summary.txt
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -227,11 +234,15 @@ note "phase 1 environment: $probe"
 # Phase 2: the parity suites, with their ledger.
 log=$out/phase-2-parity.log
 status=0
-run_tests --ledger "$out/gpu-ledger.json" >"$log" 2>&1 || status=$?
-if [[ $status == 0 ]]; then
-  note "phase 2 parity: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)"
+if [[ $libtorch == only ]]; then
+  note "phase 2 parity: skipped (--libtorch-only)"
 else
-  note "phase 2 parity: FAILED (exit $status); $(grep -E '^ledger: wrote' "$log" | tail -1 || echo 'no ledger written')"
+  run_tests --ledger "$out/gpu-ledger.json" >"$log" 2>&1 || status=$?
+  if [[ $status == 0 ]]; then
+    note "phase 2 parity: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)"
+  else
+    note "phase 2 parity: FAILED (exit $status); $(grep -E '^ledger: wrote' "$log" | tail -1 || echo 'no ledger written')"
+  fi
 fi
 
 # Phase 3: LibTorch on CUDA. Its handlers need this machine's torch, so they are compiled here:
@@ -255,17 +266,32 @@ lt_build=$(absolute "$lt_build")
   fi
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
-  if [[ -z $torch_prefix ]]; then
+  # torch's CMake package finds nvcc itself, before ours, and from PATH only: put the toolkit's
+  # there. TORCH_CUDA_ARCH_LIST spares its arch detection (a test program run on the GPU); 9.0
+  # is the H200's, as CMAKE_CUDA_ARCHITECTURES=90 in the bundle's build.
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [[ -x $nvcc ]] && export PATH="$(dirname "$nvcc"):$PATH"
+  # The carried packages by folder: the bundle's multiarch path is searched only on Debian-like
+  # systems.
+  package_args=()
+  for package in "$bundle"/prefix/lib/cmake/doctest "$bundle"/prefix/lib/*/cmake/tomlplusplus; do
+    [[ -d $package ]] && package_args+=(-D"$(basename "$package")_DIR=$package")
+  done
+  if [[ $libtorch == skip ]]; then
+    echo "skipped (--no-libtorch)"
+    lt_status=2
+  elif [[ -z $torch_prefix ]]; then
     echo "no torch with a CMake prefix on this machine: nothing to build"
     lt_status=2
   else
     echo "== configure ($lt_build)"
     timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
       -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
-      -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" "${cudnn_args[@]}" || lt_status=$?
+      -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" -DCMAKE_CUDA_COMPILER="$nvcc" \
+      -DTORCH_CUDA_ARCH_LIST=9.0 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
     if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
       echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
-      lt_status=2
+      lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
     fi
     if [[ $lt_status == 0 ]]; then
       echo "== build"
@@ -284,12 +310,12 @@ lt_build=$(absolute "$lt_build")
 } >"$log" 2>&1
 case $lt_status in
   0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)" ;;
-  2) note "phase 3 libtorch-cuda: not built ($(tail -1 "$log"))" ;;
+  2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
   *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
 esac
 
 # Phase 4 (full runs): the GPU benchmarks, when the bundle has a benchmark binary.
-if [[ $quick == 0 ]]; then
+if [[ $quick == 0 && $libtorch != only ]]; then
   log=$out/phase-4-bench.log
   if [[ -x $bundle/bin/capsule_gpu_bench ]]; then
     bench_status=0

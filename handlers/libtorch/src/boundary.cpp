@@ -87,7 +87,11 @@ const void* buffer_of(const Tensor& t) {
 }
 
 at::Tensor wrap(void* data, const Tensor& t) {
-  return at::from_blob(data, dims_of(t), at::TensorOptions().dtype(aten_dtype(t.dtype())).device(aten_device(t.device())));
+  const at::TensorOptions options = at::TensorOptions().dtype(aten_dtype(t.dtype())).device(aten_device(t.device()));
+  if (t.device() == Device::Cpu) return at::from_blob(data, dims_of(t), options);
+  // A device buffer names its device, so ATen does not ask the driver where the pointer lives: a
+  // tensor of no elements has a null address, which that query refuses.
+  return at::for_blob(data, dims_of(t)).options(options).target_device(aten_device(t.device())).make_tensor();
 }
 
 /// What from_blob builds for a contiguous CPU buffer, built directly: a storage that does not own

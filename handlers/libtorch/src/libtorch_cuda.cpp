@@ -178,6 +178,20 @@ HandlerSpec cuda_spec(const HandlerSpec& cpu) {
   return spec;
 }
 
+/// LibTorch's CUDA math modes, which ATen keeps process-wide in its global context and which
+/// decide the values our capsules claim: no TF32 in cuBLAS or cuDNN (ATen lets cuDNN's
+/// convolutions use TF32 unless told otherwise, so float32 conv would round its inputs to 10
+/// mantissa bits), cuDNN's deterministic algorithms (its atomics-based backward-filter engines
+/// are excluded), and no cuDNN benchmarking (which picks algorithms by timing them, so differently
+/// from run to run). Set when the CUDA handlers register; the fingerprint reads them back.
+void set_exact_math_modes() {
+  at::Context& context = at::globalContext();
+  context.setAllowTF32CuBLAS(false);
+  context.setAllowTF32CuDNN(false);
+  context.setDeterministicCuDNN(true);
+  context.setBenchmarkCuDNN(false);
+}
+
 /// The loaded shared objects whose file name starts with `prefix` (full paths, in load order).
 std::vector<std::string> loaded_objects(std::string_view prefix) {
   struct Search {
@@ -208,6 +222,14 @@ RuntimeStatus register_libtorch_cuda_handlers(HandlerRegistry& registry) {
                          "register_libtorch_cuda_handlers: no CUDA device runtime is registered; call "
                          "register_cuda_handlers first (the LibTorch CUDA handlers run on its device, stream and pool)");
   }
+  try {
+    libtorch::set_exact_math_modes();
+  } catch (const std::exception& e) {
+    return runtime_error(RuntimeCode::DeviceError,
+                         str("register_libtorch_cuda_handlers: LibTorch refused its CUDA math modes (no TF32, "
+                             "deterministic cuDNN): ",
+                             std::string_view(e.what()).substr(0, 300)));
+  }
   HandlerRegistry cpu;
   CAPSULE_CHECK(register_libtorch_handlers(cpu));
   for (const RegisteredHandler* handler : cpu.all()) {
@@ -232,7 +254,15 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
   try {
     const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
     add("provider.libtorch.cuda.available", hooks.hasCUDA() ? "yes" : "no");
-    add("provider.libtorch.cuda.cudnn_version", hooks.hasCuDNN() ? std::to_string(hooks.versionCuDNN()) : "none");
+    // The cuDNN LibTorch was built against; the one loaded is `.libcudnn` above.
+    add("provider.libtorch.cuda.cudnn_built_against",
+        hooks.hasCuDNN() ? std::to_string(hooks.versionCuDNN()) : "none");
+    const at::Context& context = at::globalContext();
+    add("provider.libtorch.cuda.math",
+        str("tf32 cublas ", context.allowTF32CuBLAS() ? "allowed" : "off", ", tf32 cudnn ",
+            context.allowTF32CuDNN() ? "allowed" : "off", ", cudnn ",
+            context.deterministicCuDNN() ? "deterministic" : "nondeterministic allowed", ", benchmark ",
+            context.benchmarkCuDNN() ? "on" : "off"));
   } catch (const std::exception& e) {
     add("provider.libtorch.cuda.available", str("unknown: ", std::string_view(e.what()).substr(0, 200)));
   }
