@@ -23,12 +23,15 @@
 #                  gpu-ledger-libtorch-cuda.json  their ledger
 #                  phase-4-bench.log        full runs only: capsule_gpu_bench when the bundle has one
 #                  summary.txt              one line per phase
-#                --quick runs phases 1 to 3; the full run adds phase 4. A rerun into the same DIR
-#                first removes the earlier run's files. Each program runs under a time limit of
+#                --quick runs phases 1 to 3; the full run adds phase 4. Phase 3 compiles for minutes,
+#                so within one device call's limit it can go on its own: --no-libtorch skips it,
+#                --libtorch-only runs phases 1 and 3 only. A rerun into the same DIR first removes
+#                the earlier results of the phases it runs. Each program runs under a time limit of
 #                $CAPSULE_GPU_PHASE_TIMEOUT seconds (default 300; exit 124 when it runs out; killed 30 s
 #                after that if it ignores the stop signal).
-#                Exit status: the parity suites decide it; a benchmark that only missed a speed
-#                target (exit 3) is reported in summary.txt and does not fail the run.
+#                Exit status: the parity suites of phases 2 and 3 decide it (phase 3 not run, for
+#                want of torch or by --no-libtorch, does not fail it); a benchmark that only missed
+#                a speed target (exit 3) is reported in summary.txt and does not fail the run.
 #
 # Back here, judge the capsules on both ledgers (`--ledger` is repeatable and merges in order),
 # with the `capsule` of the same build the bundle came from (the ledger counts for a build only
