@@ -21,6 +21,7 @@
 #                                           $CAPSULE_GPU_TORCH_BUILD_DIR, default build-gpu-libtorch/),
 #                                           then the libtorch.cuda suites
 #                  gpu-ledger-libtorch-cuda.json  their ledger
+#                  phase-3-libtorch-cuda-bench.log  full runs: capsule_gpu_bench_libtorch
 #                  phase-4-bench.log        full runs only: capsule_gpu_bench when the bundle has one
 #                  summary.txt              one line per phase
 #                --quick runs phases 1 to 3; the full run adds phase 4. Phase 3 compiles for minutes,
@@ -309,10 +310,21 @@ lt_build=$(absolute "$lt_build")
         timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$lt_build/tests/gpu/capsule_gpu_tests" \
         --test-suite='libtorch.cuda*' --ledger "$out/gpu-ledger-libtorch-cuda.json" || lt_status=$?
     fi
+    # Full runs: LibTorch on CUDA through our session against ATen directly, into its own log.
+    if [[ $lt_status == 0 && $quick == 0 ]]; then
+      echo "== bench (phase-3-libtorch-cuda-bench.log)"
+      lt_bench_status=0
+      { timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_bench_libtorch \
+          -j "$(nproc)" &&
+          LD_LIBRARY_PATH="${lib_path#"$bundle/lib:"}" timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" \
+            "$lt_build/capsule_gpu_bench_libtorch" --source "$root"; } \
+        >"$out/phase-3-libtorch-cuda-bench.log" 2>&1 || lt_bench_status=$?
+      echo "bench exit status: $lt_bench_status (3: a speed target was missed)"
+    fi
   fi
 } >"$log" 2>&1
 case $lt_status in
-  0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)" ;;
+  0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^bench exit status' "$log" | sed 's/^/; /' || true)" ;;
   2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
   *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
 esac

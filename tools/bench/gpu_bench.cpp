@@ -28,6 +28,7 @@
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
+#include "gpu_ratio.hpp"
 
 namespace fs = std::filesystem;
 using namespace capsule;
@@ -61,10 +62,6 @@ Tensor random_device_tensor(std::initializer_list<std::int64_t> dims, std::mt199
   return expect(to_device(host), "to_device");
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 struct Verdict {
   int missed = 0;
 };
@@ -94,46 +91,11 @@ void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdic
                   "cublasSgemm");
   };
   auto ours = [&] { (void)expect(session.call(Op::Matmul, {va, vb}), "session matmul"); };
-
-  // Warm-up: plans, handles, pool blocks, clocks.
-  for (int i = 0; i < 3; ++i) {
-    ours();
-    direct();
-  }
-  (void)expect(cuda_synchronize("warm-up"), "sync");
-  expect_cuda(cudaStreamSynchronize(stream), "sync");
-
-  std::vector<double> ratios;
-  double best_ours = 1e30, best_direct = 1e30;
-  auto time_ours = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) ours();
-    (void)expect(cuda_synchronize("timed session calls"), "sync");
-    return seconds_since(t0) / reps;
-  };
-  auto time_direct = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) direct();
-    expect_cuda(cudaStreamSynchronize(stream), "sync");
-    return seconds_since(t0) / reps;
-  };
-  for (int r = 0; r < rounds; ++r) {
-    // The order alternates from round to round, so a drift of the GPU's clocks within a round
-    // favours neither side.
-    double t_ours = 0, t_direct = 0;
-    if (r % 2 == 0) {
-      t_ours = time_ours();
-      t_direct = time_direct();
-    } else {
-      t_direct = time_direct();
-      t_ours = time_ours();
-    }
-    ratios.push_back(t_ours / t_direct);
-    best_ours = std::min(best_ours, t_ours);
-    best_direct = std::min(best_direct, t_direct);
-  }
-  std::sort(ratios.begin(), ratios.end());
-  const double median = ratios[ratios.size() / 2];
+  const bench::GpuRatio timing = bench::gpu_ratio(
+      rounds, reps, ours, direct, [] { (void)expect(cuda_synchronize("timed session calls"), "sync"); },
+      [&] { expect_cuda(cudaStreamSynchronize(stream), "sync"); });
+  const double median = timing.median;
+  const double best_ours = timing.best_ours, best_direct = timing.best_direct;
   const bool met = median <= 1.05;
   if (!met) ++verdict.missed;
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);

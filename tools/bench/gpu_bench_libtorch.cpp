@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+// capsule_gpu_bench_libtorch: LibTorch on CUDA through our session (profile libtorch_forward_cuda,
+// whose libtorch-cuda capsules run ATen on our device tensors and stream) against the same ATen
+// functions called directly, on one GPU, in one process (docs/benchmarks.md, "GPU"). Target:
+// ours/direct <= 1.05x at realistic sizes, judged as capsule_gpu_bench judges cuBLAS
+// (gpu_ratio.hpp).
+//
+// The direct side is ATen at its best: tensors made once, ATen's own pool stream, its caching
+// allocator for the outputs, grad off and InferenceMode on, the math modes ours sets (no TF32,
+// deterministic cuDNN) so both compute the same thing. Ours pays what a session pays per call:
+// the cached selection, the shape checks, a fresh output from our pool, the stream guard.
+//
+// Built only where LibTorch has CUDA (tools/gpu-check.sh phase 3 builds it on the GPU machine).
+#include <ATen/Context.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/matmul.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/handlers/cuda.hpp"
+#include "capsule/handlers/libtorch.hpp"
+#include "capsule/load.hpp"
+#include "capsule/runtime/session.hpp"
+#include "capsule/text.hpp"
+#include "gpu_ratio.hpp"
+
+namespace fs = std::filesystem;
+using namespace capsule;
+
+namespace {
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "capsule_gpu_bench_libtorch: %s\n", message.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T expect(RuntimeResult<T> result, std::string_view what) {
+  if (!result) die(str(what, ": ", result.error().message));
+  return std::move(result).value();
+}
+
+Tensor random_device_tensor(std::vector<std::int64_t> dims, std::mt19937& rng) {
+  Shape shape = expect(Shape::make(dims), "shape");
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
+  for (double& v : values) v = uniform(rng);
+  Tensor host = expect(Tensor::from_values(shape, DType::F32, values), "host tensor");
+  return expect(to_device(host), "to_device");
+}
+
+/// ATen's own copy of a device tensor of ours (the direct side must not read through our wrapper).
+at::Tensor aten_copy(const Tensor& t) {
+  const at::Tensor view = at::from_blob(const_cast<void*>(t.device_address()), t.shape().to_vector(),
+                                        at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::kCUDA, 0)));
+  return view.clone();
+}
+
+struct Verdict {
+  int missed = 0;
+};
+
+/// One comparison: `ours` through the session, `direct` on ATen's pool stream.
+template <class Ours, class Direct>
+void compare(const char* name, double flops, int rounds, int reps, Ours&& ours, Direct&& direct, Verdict& verdict) {
+  const c10::cuda::CUDAStream aten_stream = c10::cuda::getStreamFromPool(false, 0);
+  const auto direct_on_its_stream = [&] {
+    const c10::InferenceMode inference;
+    const c10::cuda::CUDAStreamGuard guard(aten_stream);
+    direct();
+  };
+  const bench::GpuRatio timing = bench::gpu_ratio(
+      rounds, reps, ours, direct_on_its_stream,
+      [] { (void)expect(cuda_synchronize("timed session calls"), "sync"); }, [&] { aten_stream.synchronize(); });
+  const bool met = timing.median <= 1.05;
+  if (!met) ++verdict.missed;
+  std::printf("%s: ours/ATen direct = %.3fx (target <= 1.05x): %s  [median of %d rounds x %d calls; best ours %.1f us "
+              "(%.1f TFLOP/s), best direct %.1f us (%.1f TFLOP/s)]\n",
+              name, timing.median, met ? "met" : "MISSED", rounds, reps, timing.best_ours * 1e6,
+              flops / timing.best_ours / 1e12, timing.best_direct * 1e6, flops / timing.best_direct / 1e12);
+}
+
+void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdict& verdict) {
+  std::mt19937 rng(static_cast<unsigned>(n));
+  const Tensor a = random_device_tensor({n, n}, rng);
+  const Tensor b = random_device_tensor({n, n}, rng);
+  const Var va = session.constant(a);
+  const Var vb = session.constant(b);
+  const at::Tensor da = aten_copy(a);
+  const at::Tensor db = aten_copy(b);
+  const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  compare(str("matmul f32 [", n, " x ", n, "] x [", n, " x ", n, "]").c_str(), flops, rounds, reps,
+          [&] { (void)expect(session.call(Op::Matmul, {va, vb}), "session matmul"); },
+          [&] { (void)at::matmul(da, db); }, verdict);
+}
+
+/// conv2d x [batch, c, hw, hw], w [c, c, 3, 3], bias, padding 1 (a ResNet stage's shape).
+void bench_conv(Session& session, std::int64_t batch, std::int64_t c, std::int64_t hw, int rounds, int reps,
+                Verdict& verdict) {
+  std::mt19937 rng(static_cast<unsigned>(c + hw));
+  const Tensor x = random_device_tensor({batch, c, hw, hw}, rng);
+  const Tensor w = random_device_tensor({c, c, 3, 3}, rng);
+  const Tensor bias = random_device_tensor({c}, rng);
+  const Var vx = session.constant(x);
+  const Var vw = session.constant(w);
+  const Var vb = session.constant(bias);
+  OpAttrs attrs;
+  attrs.padding = {1, 1};
+  const at::Tensor dx = aten_copy(x);
+  const at::Tensor dw = aten_copy(w);
+  const at::Tensor dbias = aten_copy(bias);
+  const double flops = 2.0 * static_cast<double>(batch * c * hw * hw) * static_cast<double>(c * 9);
+  compare(str("conv2d f32 x [", batch, ", ", c, ", ", hw, ", ", hw, "] w [", c, ", ", c, ", 3, 3] pad 1").c_str(), flops,
+          rounds, reps, [&] { (void)expect(session.call(Op::Conv, {vx, vw, vb}, attrs), "session conv"); },
+          [&] { (void)at::convolution(dx, dw, dbias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1); }, verdict);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path source = CAPSULE_SOURCE_DIR;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--source" && i + 1 < argc) {
+      source = argv[++i];
+    } else if (arg == "--quick") {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: capsule_gpu_bench_libtorch [--source REPO_ROOT] [--quick]\n");
+      return 1;
+    }
+  }
+  if (std::string reason = cuda_probe(); !reason.empty()) {
+    std::printf("capsule-skip: no usable CUDA device: %s\n", reason.c_str());
+    return 2;
+  }
+  const Workspace workspace = load_workspace({source / "catalogs"}, {source / "profiles"});
+  if (has_errors(workspace.diagnostics)) die("the shipped catalogs failed to load:\n" + render(workspace.diagnostics));
+  HandlerRegistry handlers;
+  (void)expect(register_cuda_handlers(handlers), "registering the CUDA handlers");
+  (void)expect(register_libtorch_cuda_handlers(handlers), "registering the LibTorch CUDA handlers");
+  SessionOptions options;
+  options.profile = "libtorch_forward_cuda";
+  options.gradients = false;
+  options.preselect = {Op::Matmul, Op::Conv};
+  Session session = expect(Session::open(workspace, handlers, std::move(options)), "opening libtorch_forward_cuda");
+
+  const EnvironmentFingerprint fingerprint = cuda_fingerprint();
+  const EnvironmentFingerprint libtorch = libtorch_cuda_fingerprint();
+  std::printf("device: %s (compute capability %s), driver %s; LibTorch %s; cuBLAS %s; cuDNN %s; %s\n",
+              fingerprint.get("device.cuda").c_str(), fingerprint.get("device.cuda.compute_capability").c_str(),
+              fingerprint.get("device.cuda.driver").c_str(), libtorch_version().c_str(),
+              libtorch.get("provider.libtorch.cuda.libcublas").c_str(),
+              libtorch.get("provider.libtorch.cuda.libcudnn").c_str(),
+              libtorch.get("provider.libtorch.cuda.math").c_str());
+  Verdict verdict;
+  const int rounds = quick ? 5 : 15;
+  for (const std::int64_t n : {1024, 4096}) bench_matmul(session, n, rounds, quick ? 4 : (n >= 4096 ? 10 : 50), verdict);
+  bench_conv(session, 32, 64, 56, rounds, quick ? 4 : 20, verdict);
+  bench_conv(session, 32, 256, 14, rounds, quick ? 4 : 20, verdict);
+  // Which capsules ran: the plan must have chosen LibTorch's, not a fallback.
+  std::printf("ours ran: %s\n", capsules_used_text(session.capsules_used()).c_str());
+  std::printf("gpu bench libtorch: %s\n",
+              verdict.missed == 0 ? "every target met" : str(verdict.missed, " target(s) missed").c_str());
+  return verdict.missed == 0 ? 0 : 3;
+}
