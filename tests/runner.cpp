@@ -76,8 +76,8 @@ std::string utc_now() {
 }
 
 /// Writes the ledger of this run; returns false (after saying why) when it cannot.
-bool write_ledger(const TestBinary& binary, const std::string& path) {
-  const EvidenceManifest manifest = declared_manifest(declaring_suites());
+bool write_ledger(const TestBinary& binary, const std::string& path, const std::vector<std::string>& suites) {
+  const EvidenceManifest manifest = declared_manifest(suites);
   const EvidenceLedger ledger = recorded_ledger(manifest, binary.fingerprint(), utc_now());
   const std::string problem = write_file_atomically(path, write_evidence_ledger(ledger));
   if (!problem.empty()) {
@@ -91,14 +91,22 @@ bool write_ledger(const TestBinary& binary, const std::string& path) {
   return true;
 }
 
-int verify_coverage(const TestBinary& binary, std::vector<const char*> args, const std::optional<std::string>& ledger) {
+/// The declaring suites an evidence run covers: all, or those whose name starts with `prefix`.
+std::vector<std::string> evidence_suites(const std::optional<std::string>& prefix) {
+  std::vector<std::string> suites = declaring_suites();
+  if (prefix) std::erase_if(suites, [&](const std::string& suite) { return !suite.starts_with(*prefix); });
+  return suites;
+}
+
+int verify_coverage(const TestBinary& binary, std::vector<const char*> args, const std::optional<std::string>& ledger,
+                    const std::vector<std::string>& suites) {
   if (binary.refuse_evidence_run) {
     if (std::optional<std::string> reason = binary.refuse_evidence_run()) {
       std::cerr << binary.name << (ledger ? " --ledger" : " --verify-coverage") << ": " << *reason << "\n";
       return 1;
     }
   }
-  const std::string filter = "--test-suite=" + join(declaring_suites(), ",");
+  const std::string filter = "--test-suite=" + join(suites, ",");
   args.push_back(filter.c_str());
   if (ledger) {
     // Every assertion reaches the ledger listener; the console reporter would print each one,
@@ -110,9 +118,9 @@ int verify_coverage(const TestBinary& binary, std::vector<const char*> args, con
   doctest::Context context(static_cast<int>(args.size()), args.data());
   int status = context.run();
   if (context.shouldExit()) return status;
-  if (ledger && !write_ledger(binary, *ledger)) status = 1;
+  if (ledger && !write_ledger(binary, *ledger, suites)) status = 1;
   if (ledger && recorded_failures() > 0) status = 1;
-  const std::vector<std::string> mismatches = coverage_mismatches();
+  const std::vector<std::string> mismatches = coverage_mismatches(suites);
   for (const std::string& line : mismatches) std::cerr << "coverage: " << line << "\n";
   if (!mismatches.empty()) {
     std::cerr << "coverage: " << mismatches.size()
@@ -131,6 +139,7 @@ int run_test_binary(int argc, char** argv, const TestBinary& binary) {
   bool verify = false;
   std::optional<std::string> ledger;
   std::optional<std::string> merge_manifest;
+  std::optional<std::string> suite_prefix;
   std::vector<const char*> rest;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view text(args[i]);
@@ -139,7 +148,8 @@ int run_test_binary(int argc, char** argv, const TestBinary& binary) {
       manifest = true;
     } else if (text == "--verify-coverage") {
       verify = true;
-    } else if (text == "--ledger" || text == "--tamper-op" || text == "--merge-manifest") {
+    } else if (text == "--ledger" || text == "--tamper-op" || text == "--merge-manifest" ||
+               text == "--evidence-suites") {
       if (!has_value) {
         std::cerr << binary.name << ": " << text << " needs a value\n";
         return 2;
@@ -147,6 +157,8 @@ int run_test_binary(int argc, char** argv, const TestBinary& binary) {
       const std::string value = args[++i];
       if (text == "--ledger") {
         ledger = value;
+      } else if (text == "--evidence-suites") {
+        suite_prefix = value;
       } else if (text == "--merge-manifest") {
         merge_manifest = value;
       } else if (!binary.tamper) {
@@ -161,7 +173,19 @@ int run_test_binary(int argc, char** argv, const TestBinary& binary) {
     }
   }
   if (manifest) return print_manifest(binary, merge_manifest);
-  if (verify || ledger) return verify_coverage(binary, std::move(rest), ledger);
+  if (suite_prefix && !verify && !ledger) {
+    std::cerr << binary.name << ": --evidence-suites narrows --verify-coverage or --ledger; give one of them\n";
+    return 2;
+  }
+  if (verify || ledger) {
+    const std::vector<std::string> suites = evidence_suites(suite_prefix);
+    if (suites.empty()) {
+      std::cerr << binary.name << " --evidence-suites: no suite that declares coverage starts with `"
+                << (suite_prefix ? *suite_prefix : std::string()) << "`\n";
+      return 2;
+    }
+    return verify_coverage(binary, std::move(rest), ledger, suites);
+  }
   doctest::Context context(static_cast<int>(rest.size()), rest.data());
   const int status = context.run();
   if (status == 0 && !context.shouldExit() && names_test_cases(rest) && g_cases_passing_filters == 0) {

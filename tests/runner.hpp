@@ -9,6 +9,9 @@
 //   --ledger FILE        (with --verify-coverage, or alone) also records every check of those
 //                        suites and writes the evidence ledger of this run to FILE, failures
 //                        included; exits 1 when a check failed
+//   --evidence-suites PREFIX  (with --verify-coverage or --ledger) only the declaring suites whose
+//                        name starts with PREFIX: they run, their declarations are checked and the
+//                        ledger holds them (tools/gpu-check.sh phase 3: `libtorch.cuda.`)
 //   --tamper-op OP       fault injection for the ledger's own test, where the binary supports it
 //
 // It depends on the engine and doctest only (no CLI, no Boost), so the GPU test binary

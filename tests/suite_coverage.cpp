@@ -3,6 +3,8 @@
 // runs (see suite_coverage.hpp).
 #include "suite_coverage.hpp"
 
+#include <algorithm>
+
 #include <doctest/doctest.h>
 
 #include <map>
@@ -102,6 +104,7 @@ EvidenceManifest declared_manifest(const std::vector<std::string>& suites) {
   EvidenceManifest manifest;
   for (const std::string& suite : suites) manifest.sources.push_back({EvidenceKind::TestSuite, suite, {}});
   for (const Declaration& d : registry().declarations) {
+    if (std::find(suites.begin(), suites.end(), d.suite) == suites.end()) continue;
     EvidenceSource source{EvidenceKind::TestSuite, d.suite, {}};
     for (const Op op : d.ops()) source.cases.push_back({op, d.provider, d.device, d.obligation});
     manifest.sources.push_back(std::move(source));
@@ -116,11 +119,12 @@ std::vector<std::string> declaring_suites() {
   return {names.begin(), names.end()};
 }
 
-std::vector<std::string> coverage_mismatches() {
+std::vector<std::string> coverage_mismatches(const std::vector<std::string>& suites) {
   Registry& r = registry();
   const std::lock_guard lock(r.mutex);
   std::vector<std::string> out;
   for (const auto& [suite, declared] : declared_keys()) {
+    if (std::find(suites.begin(), suites.end(), suite) == suites.end()) continue;
     if (r.ran.count(suite) == 0) {
       out.push_back(str("suite `", suite, "` declares coverage but none of its test cases ran"));
       continue;

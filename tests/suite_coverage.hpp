@@ -30,15 +30,16 @@ class SuiteCoverage {
 /// Records that the running test case exercised `op` on `provider`/`device`.
 void record_exercised(Op op, Provider provider, Device device);
 
-/// Every doctest suite in `suites`, with the cases declared for it.
+/// Every doctest suite in `suites`, with the cases declared for those of them that declare any.
 EvidenceManifest declared_manifest(const std::vector<std::string>& suites);
 
 /// The suites that declare coverage, sorted.
 std::vector<std::string> declaring_suites();
 
-/// Compares each declaring suite's declared (op, provider, device) with what its test cases
-/// recorded in this run; returns one line per mismatch (empty when every declaration held).
-std::vector<std::string> coverage_mismatches();
+/// Compares each declaring suite of `suites` with what its test cases recorded in this run (its
+/// declared (op, provider, device) against the ones exercised); returns one line per mismatch
+/// (empty when every declaration held).
+std::vector<std::string> coverage_mismatches(const std::vector<std::string>& suites);
 
 /// Suite names doctest listed in this run (filled by the coverage reporter on --list-test-suites).
 const std::vector<std::string>& listed_suites();

@@ -90,6 +90,7 @@ out=$(absolute "$out")
 bundle=$(absolute "$bundle")
 # CAPSULE_BUILD_DIR, like --out and --bundle, is relative to the caller's folder.
 [[ -n ${CAPSULE_BUILD_DIR:-} ]] && CAPSULE_BUILD_DIR=$(absolute "$CAPSULE_BUILD_DIR")
+[[ -n ${CAPSULE_GPU_TORCH_BUILD_DIR:-} ]] && CAPSULE_GPU_TORCH_BUILD_DIR=$(absolute "$CAPSULE_GPU_TORCH_BUILD_DIR")
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
@@ -183,22 +184,33 @@ tests=$bundle/bin/capsule_gpu_tests
 mkdir -p "$out"
 # A rerun into the same folder never leaves an earlier run's results beside this one's: a
 # passing ledger from a run before a crash must not be merged as this run's.
-rm -f "$out"/phase-1-*.log "$out"/summary.txt
+# With --no-libtorch or --libtorch-only, the phases that do not run keep their earlier files and
+# summary lines, so two calls into one folder add up to one full run's results.
+summary=$out/summary.txt
+kept=()
+[[ $libtorch == skip ]] && kept+=("phase 3 ")
+[[ $libtorch == only ]] && kept+=("phase 2 " "phase 4 ")
+earlier=""
+if [[ ${#kept[@]} -gt 0 && -f $summary ]]; then
+  earlier=$(grep -F "${kept[@]/#/-e}" "$summary" || true)
+fi
+rm -f "$out"/phase-1-*.log "$summary"
 [[ $libtorch != only ]] && rm -f "$out"/phase-2-*.log "$out"/phase-4-*.log "$out"/gpu-ledger.json
 [[ $libtorch != skip ]] && rm -f "$out"/phase-3-*.log "$out"/gpu-ledger-libtorch-cuda.json
-summary=$out/summary.txt
 : >"$summary"
+[[ -n $earlier ]] && echo "$earlier" >>"$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
 # The CUDA libraries: the bundle's own, the toolkit's, then every lib folder of pip's nvidia
 # packages (cuBLAS and cuDNN come with torch's wheels).
 lib_path=$bundle/lib
+cuda_lib_path=""  # the same folders without the bundle's own libraries (phase 3's binaries)
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d $dir ]] && lib_path+=":$dir"
+  [[ -d $dir ]] && lib_path+=":$dir" && cuda_lib_path+="${cuda_lib_path:+:}$dir"
 done
 if command -v python3 >/dev/null; then
   while read -r dir; do
-    [[ -n $dir ]] && lib_path+=":$dir"
+    [[ -n $dir ]] && lib_path+=":$dir" && cuda_lib_path+="${cuda_lib_path:+:}$dir"
   done < <(python3 - <<'EOF' 2>/dev/null || true
 import glob, os
 try:
@@ -238,9 +250,7 @@ note "phase 1 environment: $probe"
 # Phase 2: the parity suites, with their ledger.
 log=$out/phase-2-parity.log
 status=0
-if [[ $libtorch == only ]]; then
-  note "phase 2 parity: skipped (--libtorch-only)"
-else
+if [[ $libtorch != only ]]; then
   run_tests --ledger "$out/gpu-ledger.json" >"$log" 2>&1 || status=$?
   if [[ $status == 0 ]]; then
     note "phase 2 parity: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)"
@@ -253,81 +263,82 @@ fi
 # the engine, the providers and capsule_gpu_tests from this checkout (CAPSULE_GPU_TESTS_ONLY,
 # toml++ and doctest from the bundle's prefix/), then the libtorch.cuda suites run with their own
 # ledger. The build folder stays out of $out (only results come back).
-log=$out/phase-3-libtorch-cuda.log
-lt_status=0
-lt_build=${CAPSULE_GPU_TORCH_BUILD_DIR:-$root/build-gpu-libtorch}
-lt_build=$(absolute "$lt_build")
-{
-  echo "== torch"
-  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 || true
-  torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
-  # pip's cuDNN has no unversioned libcudnn.so and sits outside the toolkit: named explicitly.
-  cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
-  cudnn_args=()
-  if [[ -n $cudnn_root && -f $cudnn_root/include/cudnn.h ]]; then
-    cudnn_lib=$( (ls "$cudnn_root"/lib/libcudnn.so* 2>/dev/null || true) | head -1)
-    cudnn_args=(-DCAPSULE_CUDNN_INCLUDE_DIR="$cudnn_root/include" ${cudnn_lib:+-DCAPSULE_CUDNN_LIBRARY="$cudnn_lib"})
-  fi
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  # torch's CMake package finds nvcc itself, before ours, and from PATH only: put the toolkit's
-  # there. TORCH_CUDA_ARCH_LIST spares its arch detection (a test program run on the GPU); 9.0
-  # is the H200's, as CMAKE_CUDA_ARCHITECTURES=90 in the bundle's build.
-  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  [[ -x $nvcc ]] && export PATH="$(dirname "$nvcc"):$PATH"
-  # The carried packages by folder: the bundle's multiarch path is searched only on Debian-like
-  # systems.
-  package_args=()
-  for package in "$bundle"/prefix/lib/cmake/doctest "$bundle"/prefix/lib/*/cmake/tomlplusplus; do
-    [[ -d $package ]] && package_args+=(-D"$(basename "$package")_DIR=$package")
-  done
-  if [[ $libtorch == skip ]]; then
-    echo "skipped (--no-libtorch)"
-    lt_status=2
-  elif [[ -z $torch_prefix ]]; then
-    echo "no torch with a CMake prefix on this machine: nothing to build"
-    lt_status=2
-  else
-    echo "== configure ($lt_build)"
-    timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
-      -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
-      -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" -DCMAKE_CUDA_COMPILER="$nvcc" \
-      -DTORCH_CUDA_ARCH_LIST=9.0 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
-    if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
-      echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
-      lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
+lt_status=2  # not run
+if [[ $libtorch != skip ]]; then
+  log=$out/phase-3-libtorch-cuda.log
+  lt_status=0
+  lt_build=${CAPSULE_GPU_TORCH_BUILD_DIR:-$root/build-gpu-libtorch}
+  {
+    echo "== torch"
+    python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 || true
+    torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+    # pip's cuDNN has no unversioned libcudnn.so and sits outside the toolkit: named explicitly.
+    cudnn_root=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0])' 2>/dev/null || true)
+    cudnn_args=()
+    if [[ -n $cudnn_root && -f $cudnn_root/include/cudnn.h ]]; then
+      cudnn_lib=$( (ls "$cudnn_root"/lib/libcudnn.so* 2>/dev/null || true) | head -1)
+      cudnn_args=(-DCAPSULE_CUDNN_INCLUDE_DIR="$cudnn_root/include" ${cudnn_lib:+-DCAPSULE_CUDNN_LIBRARY="$cudnn_lib"})
     fi
-    if [[ $lt_status == 0 ]]; then
-      echo "== build"
-      timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests -j "$(nproc)" ||
-        lt_status=$?
+    generator=()
+    command -v ninja >/dev/null && generator=(-G Ninja)
+    # torch's CMake package finds nvcc itself, before ours, and from PATH only: put the toolkit's
+    # there. TORCH_CUDA_ARCH_LIST spares its arch detection (a test program run on the GPU); 9.0
+    # is the H200's, as CMAKE_CUDA_ARCHITECTURES=90 in the bundle's build.
+    nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    [[ -x $nvcc ]] && export PATH="$(dirname "$nvcc"):$PATH"
+    # The carried packages by folder: the bundle's multiarch path is searched only on Debian-like
+    # systems.
+    package_args=()
+    for package in "$bundle"/prefix/lib/cmake/doctest "$bundle"/prefix/lib/*/cmake/tomlplusplus; do
+      [[ -d $package ]] && package_args+=(-D"$(basename "$package")_DIR=$package")
+    done
+    if [[ -z $torch_prefix ]]; then
+      echo "no torch with a CMake prefix on this machine: nothing to build"
+      lt_status=2
+    else
+      echo "== configure ($lt_build)"
+      timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
+        -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
+        -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" -DCMAKE_CUDA_COMPILER="$nvcc" \
+        -DTORCH_CUDA_ARCH_LIST=9.0 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
+      if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
+        echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
+        lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
+      fi
+      if [[ $lt_status == 0 ]]; then
+        echo "== build"
+        timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests -j "$(nproc)" ||
+          lt_status=$?
+      fi
+      if [[ $lt_status == 0 ]]; then
+        echo "== libtorch.cuda suites"
+        # The machine's own C++ runtime (the binary was built here, maybe by a newer g++ than the
+        # bundle's libstdc++), with the CUDA folders; the build tree's RPATH finds torch and toml++.
+        LD_LIBRARY_PATH="$cuda_lib_path" CAPSULE_SOURCE_ROOT="$root" \
+          timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$lt_build/tests/gpu/capsule_gpu_tests" \
+          --evidence-suites libtorch.cuda. --ledger "$out/gpu-ledger-libtorch-cuda.json" || lt_status=$?
+      fi
+      # Full runs: LibTorch on CUDA through our session against ATen directly, into its own log.
+      if [[ $lt_status == 0 && $quick == 0 ]]; then
+        echo "== bench (phase-3-libtorch-cuda-bench.log)"
+        lt_bench_status=0
+        { timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_bench_libtorch \
+            -j "$(nproc)" &&
+            LD_LIBRARY_PATH="$cuda_lib_path" timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" \
+              "$lt_build/capsule_gpu_bench_libtorch" --source "$root"; } \
+          >"$out/phase-3-libtorch-cuda-bench.log" 2>&1 || lt_bench_status=$?
+        echo "bench exit status: $lt_bench_status (3: a speed target was missed)"
+        # A bench that failed to build or run (not one that only missed a target) fails the phase.
+        [[ $lt_bench_status == 0 || $lt_bench_status == 3 ]] || lt_status=$lt_bench_status
+      fi
     fi
-    if [[ $lt_status == 0 ]]; then
-      echo "== libtorch.cuda suites"
-      # The machine's own C++ runtime (the binary was built here, maybe by a newer g++ than the
-      # bundle's libstdc++), with the CUDA folders; the build tree's RPATH finds torch and toml++.
-      LD_LIBRARY_PATH="${lib_path#"$bundle/lib:"}" CAPSULE_SOURCE_ROOT="$root" \
-        timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$lt_build/tests/gpu/capsule_gpu_tests" \
-        --test-suite='libtorch.cuda*' --ledger "$out/gpu-ledger-libtorch-cuda.json" || lt_status=$?
-    fi
-    # Full runs: LibTorch on CUDA through our session against ATen directly, into its own log.
-    if [[ $lt_status == 0 && $quick == 0 ]]; then
-      echo "== bench (phase-3-libtorch-cuda-bench.log)"
-      lt_bench_status=0
-      { timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_bench_libtorch \
-          -j "$(nproc)" &&
-          LD_LIBRARY_PATH="${lib_path#"$bundle/lib:"}" timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" \
-            "$lt_build/capsule_gpu_bench_libtorch" --source "$root"; } \
-        >"$out/phase-3-libtorch-cuda-bench.log" 2>&1 || lt_bench_status=$?
-      echo "bench exit status: $lt_bench_status (3: a speed target was missed)"
-    fi
-  fi
-} >"$log" 2>&1
-case $lt_status in
-  0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^bench exit status' "$log" | sed 's/^/; /' || true)" ;;
-  2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
-  *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
-esac
+  } >"$log" 2>&1
+  case $lt_status in
+    0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^bench exit status' "$log" | sed 's/^/; /' || true)" ;;
+    2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
+    *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
+  esac
+fi
 
 # Phase 4 (full runs): the GPU benchmarks, when the bundle has a benchmark binary.
 if [[ $quick == 0 && $libtorch != only ]]; then
@@ -347,6 +358,9 @@ if [[ $quick == 0 && $libtorch != only ]]; then
     note "phase 4 bench: not bundled; no numbers recorded"
   fi
 fi
+
+# Lines kept from an earlier run first: put the summary back in phase order.
+sort -o "$summary" "$summary"
 
 # The exit status: the parity suites decide it (their ledger is the evidence); a bench that failed
 # to run (not one that only missed a speed target) fails the run too.

@@ -63,7 +63,11 @@ Tensor random_device_tensor(std::vector<std::int64_t> dims, std::mt19937& rng) {
 at::Tensor aten_copy(const Tensor& t) {
   const at::Tensor view = at::from_blob(const_cast<void*>(t.device_address()), t.shape().to_vector(),
                                         at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::kCUDA, 0)));
-  return view.clone();
+  at::Tensor copy = view.clone();
+  // The clone is queued on ATen's current stream; the direct side reads it from a pool stream,
+  // which is not ordered after it.
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  return copy;
 }
 
 struct Verdict {
@@ -169,8 +173,16 @@ int main(int argc, char** argv) {
   for (const std::int64_t n : {1024, 4096}) bench_matmul(session, n, rounds, quick ? 4 : (n >= 4096 ? 10 : 50), verdict);
   bench_conv(session, 32, 64, 56, rounds, quick ? 4 : 20, verdict);
   bench_conv(session, 32, 256, 14, rounds, quick ? 4 : 20, verdict);
-  // Which capsules ran: the plan must have chosen LibTorch's, not a fallback.
-  std::printf("ours ran: %s\n", capsules_used_text(session.capsules_used()).c_str());
+  // Which capsules ran: the plan must have chosen LibTorch's; a ratio of another provider's
+  // capsule against ATen would say nothing about LibTorch on our tensors.
+  const std::vector<CapsuleUse> uses = session.capsules_used();
+  std::printf("ours ran: %s\n", capsules_used_text(uses).c_str());
+  for (const CapsuleUse& use : uses) {
+    if (use.capsule->provider != Provider::Libtorch || use.capsule->device != Device::Cuda) {
+      die(str("libtorch_forward_cuda planned `", use.capsule->name, "` for ", to_string(use.op),
+              ", not a LibTorch CUDA capsule: the ratios above do not measure LibTorch"));
+    }
+  }
   std::printf("gpu bench libtorch: %s\n",
               verdict.missed == 0 ? "every target met" : str(verdict.missed, " target(s) missed").c_str());
   return verdict.missed == 0 ? 0 : 3;
