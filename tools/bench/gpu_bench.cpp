@@ -28,38 +28,21 @@
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
+#include "gpu_bench_support.hpp"
 #include "gpu_ratio.hpp"
 
-namespace fs = std::filesystem;
 using namespace capsule;
+using bench::die;
+using bench::expect;
+using bench::random_device_tensor;
 
 namespace {
-
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "capsule_gpu_bench: %s\n", message.c_str());
-  std::exit(1);
-}
-
-template <class T>
-T expect(RuntimeResult<T> result, std::string_view what) {
-  if (!result) die(str(what, ": ", result.error().message));
-  return std::move(result).value();
-}
 
 void expect_cuda(cudaError_t status, std::string_view what) {
   if (status != cudaSuccess) die(str(what, ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")"));
 }
 void expect_cublas(cublasStatus_t status, std::string_view what) {
   if (status != CUBLAS_STATUS_SUCCESS) die(str(what, ": ", cublasGetStatusName(status)));
-}
-
-Tensor random_device_tensor(std::initializer_list<std::int64_t> dims, std::mt19937& rng) {
-  Shape shape = expect(Shape::make(dims), "shape");
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
-  for (double& v : values) v = uniform(rng);
-  Tensor host = expect(Tensor::from_values(shape, DType::F32, values), "host tensor");
-  return expect(to_device(host), "to_device");
 }
 
 struct Verdict {
@@ -113,25 +96,9 @@ void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdic
 }  // namespace
 
 int main(int argc, char** argv) {
-  fs::path source = CAPSULE_SOURCE_DIR;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--source" && i + 1 < argc) {
-      source = argv[++i];
-    } else if (arg == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: capsule_gpu_bench [--source REPO_ROOT] [--quick]\n");
-      return 1;
-    }
-  }
-  if (std::string reason = cuda_probe(); !reason.empty()) {
-    std::printf("capsule-skip: no usable CUDA device: %s\n", reason.c_str());
-    return 2;
-  }
-  const Workspace workspace = load_workspace({source / "catalogs"}, {source / "profiles"});
-  if (has_errors(workspace.diagnostics)) die("the shipped catalogs failed to load:\n" + render(workspace.diagnostics));
+  const bench::GpuBenchStart start = bench::gpu_bench_start("capsule_gpu_bench", argc, argv, CAPSULE_SOURCE_DIR);
+  const bool quick = start.quick;
+  const Workspace& workspace = start.workspace;
   HandlerRegistry handlers;
   (void)expect(register_cuda_handlers(handlers), "registering the CUDA handlers");
   SessionOptions options;

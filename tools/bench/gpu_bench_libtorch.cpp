@@ -32,32 +32,15 @@
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
+#include "gpu_bench_support.hpp"
 #include "gpu_ratio.hpp"
 
-namespace fs = std::filesystem;
 using namespace capsule;
+using bench::die;
+using bench::expect;
+using bench::random_device_tensor;
 
 namespace {
-
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "capsule_gpu_bench_libtorch: %s\n", message.c_str());
-  std::exit(1);
-}
-
-template <class T>
-T expect(RuntimeResult<T> result, std::string_view what) {
-  if (!result) die(str(what, ": ", result.error().message));
-  return std::move(result).value();
-}
-
-Tensor random_device_tensor(std::vector<std::int64_t> dims, std::mt19937& rng) {
-  Shape shape = expect(Shape::make(dims), "shape");
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
-  for (double& v : values) v = uniform(rng);
-  Tensor host = expect(Tensor::from_values(shape, DType::F32, values), "host tensor");
-  return expect(to_device(host), "to_device");
-}
 
 /// ATen's own copy of a device tensor of ours (the direct side must not read through our wrapper).
 at::Tensor aten_copy(const Tensor& t) {
@@ -132,25 +115,9 @@ void bench_conv(Session& session, std::int64_t batch, std::int64_t c, std::int64
 }  // namespace
 
 int main(int argc, char** argv) {
-  fs::path source = CAPSULE_SOURCE_DIR;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--source" && i + 1 < argc) {
-      source = argv[++i];
-    } else if (arg == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: capsule_gpu_bench_libtorch [--source REPO_ROOT] [--quick]\n");
-      return 1;
-    }
-  }
-  if (std::string reason = cuda_probe(); !reason.empty()) {
-    std::printf("capsule-skip: no usable CUDA device: %s\n", reason.c_str());
-    return 2;
-  }
-  const Workspace workspace = load_workspace({source / "catalogs"}, {source / "profiles"});
-  if (has_errors(workspace.diagnostics)) die("the shipped catalogs failed to load:\n" + render(workspace.diagnostics));
+  const bench::GpuBenchStart start = bench::gpu_bench_start("capsule_gpu_bench_libtorch", argc, argv, CAPSULE_SOURCE_DIR);
+  const bool quick = start.quick;
+  const Workspace& workspace = start.workspace;
   HandlerRegistry handlers;
   (void)expect(register_cuda_handlers(handlers), "registering the CUDA handlers");
   (void)expect(register_libtorch_cuda_handlers(handlers), "registering the LibTorch CUDA handlers");
