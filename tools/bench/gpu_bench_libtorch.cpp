@@ -20,8 +20,6 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <string_view>

@@ -73,12 +73,6 @@ at::IntArrayRef dims_of(const Tensor& t) {
   return {dims.data(), dims.size()};
 }
 
-/// ATen's device for one of ours. Only the CPU and CUDA device 0 reach the boundary:
-/// expect_inputs refuses a tensor on any other device before anything is wrapped.
-c10::Device aten_device(Device device) {
-  return device == Device::Cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-}
-
 /// The address of `t`'s first element, in host or device memory.
 const void* buffer_of(const Tensor& t) {
   if (t.device() != Device::Cpu) return t.device_address();
@@ -141,6 +135,10 @@ void cache_view(const Tensor& t, const at::Tensor& aten) {
 
 c10::ScalarType aten_dtype(DType dtype) { return dtype == DType::F32 ? at::kFloat : at::kDouble; }
 
+c10::Device aten_device(Device device) {
+  return device == Device::Cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+}
+
 namespace {
 thread_local const DeviceBoundary* current_boundary = nullptr;
 }  // namespace
@@ -193,6 +191,7 @@ RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min,
     const std::string expected = min == max ? std::to_string(min) : str(min, "..", max);
     return runtime_error(RuntimeCode::InvalidArgument, str(op, ": got ", inputs.size(), " inputs; expected ", expected));
   }
+  const Device device = call_device();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) {
       if (i < min) {
@@ -200,11 +199,11 @@ RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min,
       }
       continue;
     }
-    if (inputs[i].device() != call_device()) {
+    if (inputs[i].device() != device) {
       return runtime_error(RuntimeCode::DeviceMismatch,
                            str(op, ": input ", i, " lives on device `", to_string(inputs[i].device()),
-                               "`; the LibTorch ", to_string(call_device()), " handler expects device `",
-                               to_string(call_device()), "` (nothing is copied between devices implicitly)"));
+                               "`; the LibTorch ", to_string(device), " handler expects device `", to_string(device),
+                               "` (nothing is copied between devices implicitly)"));
     }
   }
   return expect_same_dtype(op, inputs);

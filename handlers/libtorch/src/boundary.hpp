@@ -48,6 +48,9 @@ inline at::Tensor last_two_swapped(const at::Tensor& t) { return t.transpose(-1,
 
 /// ATen's scalar type for one of ours.
 c10::ScalarType aten_dtype(DType dtype);
+/// ATen's device for one of ours. Only the CPU and CUDA device 0 reach the boundary:
+/// expect_inputs refuses a tensor on any other device before anything is wrapped.
+c10::Device aten_device(Device device);
 
 /// How a handler call reaches a device other than the CPU. The kernels are device-generic: the
 /// same function serves the CPU capsule and the CUDA one, and only the boundary (where inputs are
@@ -56,7 +59,6 @@ c10::ScalarType aten_dtype(DType dtype);
 /// none set is a CPU call.
 struct DeviceBoundary {
   Device device = Device::Cpu;
-  c10::Device aten_device{c10::kCPU};
   /// Fresh, uninitialised output storage on the device (never host memory).
   RuntimeResult<Tensor> (*empty)(const Shape& shape, DType dtype) = nullptr;
   /// Called on every ATen-allocated result the boundary adopts (CUDA: record our stream on it).

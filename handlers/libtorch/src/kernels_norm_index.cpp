@@ -234,7 +234,7 @@ at::Tensor index_tensor(Op op, const OpAttrs& attrs) {
   const DeviceBoundary* boundary = device_boundary();
   if (boundary == nullptr) return host;
   count_conversion(op);
-  return host.to(boundary->aten_device);
+  return host.to(aten_device(boundary->device));
 }
 
 /// Every index in [0, size of the axis): ATen would raise on some and wrap none, but the error

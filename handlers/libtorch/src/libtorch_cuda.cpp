@@ -48,7 +48,7 @@ void record_our_stream(const at::Tensor& result) {
 }
 
 const DeviceBoundary& cuda_boundary() {
-  static const DeviceBoundary boundary{Device::Cuda, c10::Device(c10::kCUDA, 0), &empty_on_device, &record_our_stream};
+  static const DeviceBoundary boundary{Device::Cuda, &empty_on_device, &record_our_stream};
   return boundary;
 }
 
