@@ -174,6 +174,22 @@ TEST_SUITE("checkers") {
     CHECK(a.below(0) == 0);  // an empty range returns rather than loops
   }
 
+  TEST_CASE("fill_signs takes 64 signs from each draw, most significant bit first, balanced") {
+    CheckerRng filled(checker_stream_seed(7, "libtorch.matmul.cpu", 3)), drawn(checker_stream_seed(7, "libtorch.matmul.cpu", 3));
+    std::vector<double> signs(4000 + 37, 0.0);  // a partial last word
+    filled.fill_signs(signs.data(), signs.size());
+    int plus = 0;
+    std::uint64_t bits = 0;
+    for (std::size_t i = 0; i < signs.size(); ++i) {
+      if (i % 64 == 0) bits = drawn.next();
+      CHECK(signs[i] == (((bits >> (63 - i % 64)) & 1U) != 0 ? -1.0 : 1.0));
+      plus += signs[i] > 0 ? 1 : 0;
+    }
+    CHECK(plus > 1818);  // 4037 fair signs: mean 2018.5, standard deviation about 32
+    CHECK(plus < 2218);
+    CHECK(filled.next() == drawn.next());  // one draw per 64 signs, the partial word included
+  }
+
   TEST_CASE("Freivalds never rejects correct products over many seeds") {
     CheckerRng seeds(11);
     const std::vector<std::vector<std::int64_t>> shapes_a{{1, 1}, {3, 5}, {17, 33}, {2, 4, 9}, {2, 3, 0}, {64, 64}};
@@ -251,15 +267,18 @@ TEST_SUITE("checkers") {
 
   TEST_CASE("the Freivalds row kernels give every row's dots and absolute sum, blocked or not, as a plain loop") {
     // Rows 0 to 9 (blocks of four and the rows after them), lengths 0 to 13 (vector body and
-    // tail), 1 to 3 rounds (pairs of rounds and a single one), weighted and not, rows further
-    // apart than their length; the dispatched kernel and each kernel the CPU runs (portable, AVX2,
-    // AVX-512).
+    // tail), 0 to 3 rounds (none, pairs of rounds and a single one), no magnitude, Σ|x| and
+    // Σ|x|·w, rows further apart than their length; the dispatched kernel and each kernel the CPU
+    // runs (portable, AVX2, AVX-512).
     CheckerRng values(21);
     auto value = [&values] { return static_cast<double>(values.next() >> 11) * 0x1p-50 - 4.0; };
     for (std::int64_t rows = 0; rows <= 9; ++rows) {
       for (std::int64_t len = 0; len <= 13; ++len) {
-        for (std::int64_t rounds = 1; rounds <= 3; ++rounds) {
-          for (const bool weighted : {false, true}) {
+        for (std::int64_t rounds = 0; rounds <= 3; ++rounds) {
+          // 0: no magnitude (a null abs_sums), 1: Σ|x|, 2: Σ|x|·w. Zero rounds: magnitudes alone.
+          for (const int magnitude : {0, 1, 2}) {
+            if (rounds == 0 && magnitude == 0) continue;
+            const bool weighted = magnitude == 2;
             const std::int64_t ld = len + 3;
             std::vector<float> x(static_cast<std::size_t>(std::max<std::int64_t>(rows * ld, 1)));
             for (float& v : x) v = static_cast<float>(value());
@@ -281,25 +300,28 @@ TEST_SUITE("checkers") {
             using checkers::detail::MultiDotKernel;
             // -1: the dispatched kernel; then each kernel this CPU runs.
             for (const int kernel : {-1, 0, 1, 2}) {
-              INFO("rows " << rows << ", len " << len << ", rounds " << rounds << ", weighted " << weighted
+              INFO("rows " << rows << ", len " << len << ", rounds " << rounds << ", magnitude " << magnitude
                            << ", kernel " << kernel << " (-1 dispatched, 0 portable, 1 AVX2, 2 AVX-512)");
               std::vector<double> dots(want_dots.size(), -1.0), abs_sums(want_abs.size(), -1.0);
               const double* wp = weighted ? w.data() : nullptr;
+              double* abs_out = magnitude == 0 ? nullptr : abs_sums.data();
               if (kernel < 0) {
-                checkers::multi_dot_rows(x.data(), rows, ld, len, y.data(), ys, rounds, wp, dots.data(),
-                                         abs_sums.data());
+                checkers::multi_dot_rows(x.data(), rows, ld, len, y.data(), ys, rounds, wp, dots.data(), abs_out);
               } else if (!checkers::detail::multi_dot_rows_with(static_cast<MultiDotKernel>(kernel), x.data(), rows,
                                                                 ld, len, y.data(), ys, rounds, wp, dots.data(),
-                                                                abs_sums.data())) {
+                                                                abs_out)) {
                 CHECK(kernel > 0);  // the portable loops run everywhere
-                if (rows == 0 && len == 0 && rounds == 1 && !weighted) {
+                if (rows == 0 && len == 0 && rounds == 1 && magnitude == 1) {
                   MESSAGE("this CPU lacks kernel " << kernel << " (1 AVX2, 2 AVX-512): not tested here");
                 }
                 continue;
               }
               // Sums of at most 13 terms of magnitude <= 16 in another order: within 1e-12.
               for (std::size_t q = 0; q < dots.size(); ++q) CHECK(std::fabs(dots[q] - want_dots[q]) <= 1e-12);
-              for (std::size_t q = 0; q < abs_sums.size(); ++q) CHECK(std::fabs(abs_sums[q] - want_abs[q]) <= 1e-12);
+              for (std::size_t q = 0; q < abs_sums.size(); ++q) {
+                if (magnitude == 0) CHECK(abs_sums[q] == -1.0);  // not written
+                else CHECK(std::fabs(abs_sums[q] - want_abs[q]) <= 1e-12);
+              }
             }
           }
         }
@@ -355,6 +377,56 @@ TEST_SUITE("checkers") {
       caught += check("freivalds.matmul", Op::Matmul, {a, b}, with_values(c, values), {}, seed).passed ? 0 : 1;
     }
     CHECK(caught == 200);
+  }
+
+  TEST_CASE("a row the screen cannot pass gets the exact tolerance: within it passes, beyond twice it fails") {
+    // docs/checkers.md, "The screen". Every row of A sums to zero and B's rows (W's columns for
+    // linear) are equal, so A·(B·r) is exactly 0 whatever the signs: the screen's lower bound is 0
+    // and any nonzero residual goes to the exact tolerance τ_i, computed here as the checker
+    // states it. An error of τ_i/2 in one entry passes, with τ_i as the verdict's bound (the
+    // magnitudes were computed for that row); one of 2.2·τ_i fails.
+    const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
+    for (DType dtype : kDTypes) {
+      const double u = dtype == DType::F32 ? u32 : u64;
+      const std::vector<double> a_values{1.0, -1.0, 2.0, -2.0, 0.5, -0.5};  // [3, 2]
+      const std::vector<double> b_row{0.1, 0.2, -0.3, 0.7};                  // both rows of B [2, 4]
+      std::vector<double> b_values = b_row;
+      b_values.insert(b_values.end(), b_row.begin(), b_row.end());
+      std::vector<double> w_values;  // W [4, 2] = Bᵀ for linear
+      for (double v : b_row) w_values.insert(w_values.end(), {v, v});
+      const Tensor a = Tensor::from_values(Shape::make({3, 2}).value(), dtype, a_values).value();
+      const Tensor b = Tensor::from_values(Shape::make({2, 4}).value(), dtype, b_values).value();
+      const Tensor w = Tensor::from_values(Shape::make({4, 2}).value(), dtype, w_values).value();
+      for (const Op op : {Op::Matmul, Op::Linear}) {
+        const std::vector<Tensor> inputs = op == Op::Matmul ? std::vector<Tensor>{a, b} : std::vector<Tensor>{a, w};
+        const Tensor c = reference(op, inputs);
+        for (double v : c.to_vector()) REQUIRE(v == 0.0);
+        const std::int64_t row = 1, col = 2;
+        double b_abs = 0.0;  // every row of |B| sums to the same
+        for (double v : b_row) b_abs += std::fabs(static_cast<double>(dtype == DType::F32 ? static_cast<float>(v) : v));
+        const double t = (std::fabs(a_values[2]) + std::fabs(a_values[3])) * b_abs;
+        for (const double times : {0.5, 2.2}) {
+          INFO(to_string(dtype) << " " << to_string(op) << ", an error of " << times << " tau");
+          // The tolerance of the row with its one moved entry in |C|·1.
+          double tau = 0.0, moved = 0.0;
+          for (int pass = 0; pass < 2; ++pass) {
+            tau = freivalds_row_tolerance(u, 2.0, 2, 4, t, std::fabs(moved));
+            moved = times * tau;
+            if (dtype == DType::F32) moved = static_cast<float>(moved);
+          }
+          std::vector<double> values = c.to_vector();
+          values[static_cast<std::size_t>(row * 4 + col)] = moved;
+          const CheckVerdict v = check(op == Op::Matmul ? "freivalds.matmul" : "freivalds.linear", op, inputs,
+                                       with_values(c, values), {}, 5);
+          CHECK(v.passed == (times < 1.0));
+          CHECK(v.worst.index == row * 4);
+          CHECK(v.worst.residual == moved);
+          // The check adds its own underflow allowance to τ_i: a few subnormals.
+          CHECK(v.worst.bound >= tau);
+          CHECK(v.worst.bound <= tau * (1.0 + 1e-12) + 1e-40);
+        }
+      }
+    }
   }
 
   TEST_CASE("Freivalds misses a sign-cancelling error with probability 1/2 per round, as stated") {

@@ -24,6 +24,15 @@ std::uint64_t CheckerRng::next() {
   return mix64(state_);
 }
 
+void CheckerRng::fill_signs(double* out, std::size_t count) {
+  for (std::size_t i = 0; i < count; i += 64) {
+    const std::uint64_t bits = next();
+    const std::size_t chunk = count - i < 64 ? count - i : 64;
+    // 1 - 2·bit, without a branch: the bits are random, so a branch would miss half the time.
+    for (std::size_t b = 0; b < chunk; ++b) out[i + b] = 1.0 - 2.0 * static_cast<double>((bits >> (63 - b)) & 1U);
+  }
+}
+
 std::uint64_t CheckerRng::below(std::uint64_t bound) {
   if (bound == 0) return 0;  // an empty range has no value to draw; 0 rather than a loop
   // Rejection sampling: the largest multiple of `bound` that fits keeps every value equally likely.

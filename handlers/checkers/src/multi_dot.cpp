@@ -13,6 +13,9 @@
 namespace capsule::checkers {
 namespace {
 
+/// Which magnitude a row kernel accumulates beside its dot products: none, Σ|x_j|, or Σ|x_j|·w_j.
+enum class Magnitude { None, Abs, Weighted };
+
 /// Calls chunk(first, two) for the rounds in chunks of two, `two` saying whether the chunk holds
 /// two rounds or the last one: one pass over the rows per chunk, the absolute sums riding on the
 /// first (first == 0).
@@ -28,10 +31,10 @@ template <class Chunk>
 constexpr std::size_t kLanes = 8;
 constexpr std::int64_t kL = static_cast<std::int64_t>(kLanes);
 
-template <class T, std::size_t R, bool Weighted>
+template <class T, std::size_t R, Magnitude M>
 [[gnu::always_inline]] inline void dot_body(const T* x, std::int64_t len, const double* y, std::int64_t y_stride,
                                             const double* w, double* dots, double* abs_sum) {
-  double acc[R][kLanes] = {};
+  double acc[R + 1][kLanes] = {};  // one spare row, so that R = 0 (magnitude only) is a valid array
   double abs_acc[kLanes] = {};
   constexpr std::int64_t kR = static_cast<std::int64_t>(R);
   std::int64_t j = 0;
@@ -39,24 +42,22 @@ template <class T, std::size_t R, bool Weighted>
     for (std::int64_t l = 0; l < kL; ++l) {
       const double v = static_cast<double>(x[j + l]);
       for (std::int64_t r = 0; r < kR; ++r) acc[r][l] += v * y[r * y_stride + j + l];
-      if constexpr (Weighted) {
-        abs_acc[l] += std::fabs(v) * w[j + l];
-      } else {
-        abs_acc[l] += std::fabs(v);
-      }
+      if constexpr (M == Magnitude::Weighted) abs_acc[l] += std::fabs(v) * w[j + l];
+      if constexpr (M == Magnitude::Abs) abs_acc[l] += std::fabs(v);
     }
   }
   for (; j < len; ++j) {
     const double v = static_cast<double>(x[j]);
     for (std::int64_t r = 0; r < kR; ++r) acc[r][0] += v * y[r * y_stride + j];
-    abs_acc[0] += Weighted ? std::fabs(v) * w[j] : std::fabs(v);
+    if constexpr (M == Magnitude::Weighted) abs_acc[0] += std::fabs(v) * w[j];
+    if constexpr (M == Magnitude::Abs) abs_acc[0] += std::fabs(v);
   }
   for (std::int64_t r = 0; r < kR; ++r) {
     double total = 0.0;
     for (std::int64_t l = 0; l < kL; ++l) total += acc[r][l];
     dots[r] = total;
   }
-  if (abs_sum != nullptr) {
+  if constexpr (M != Magnitude::None) {
     double total = 0.0;
     for (std::int64_t l = 0; l < kL; ++l) total += abs_acc[l];
     *abs_sum = total;
@@ -66,19 +67,22 @@ template <class T, std::size_t R, bool Weighted>
 template <class T, std::size_t R>
 void dot_portable(const T* x, std::int64_t len, const double* y, std::int64_t ys, const double* w, double* dots,
                   double* abs_sum) {
-  if (w != nullptr) dot_body<T, R, true>(x, len, y, ys, w, dots, abs_sum);
-  else dot_body<T, R, false>(x, len, y, ys, w, dots, abs_sum);
+  if (abs_sum == nullptr) dot_body<T, R, Magnitude::None>(x, len, y, ys, w, dots, abs_sum);
+  else if (w != nullptr) dot_body<T, R, Magnitude::Weighted>(x, len, y, ys, w, dots, abs_sum);
+  else dot_body<T, R, Magnitude::Abs>(x, len, y, ys, w, dots, abs_sum);
 }
 
 template <class T>
 void dot_rows_portable(const T* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
                        std::int64_t ys, std::int64_t rounds, const double* w, double* dots, double* abs_sums) {
   for (std::int64_t i = 0; i < rows; ++i) {
+    double* abs_out = abs_sums != nullptr ? abs_sums + i : nullptr;
+    if (rounds == 0) dot_portable<T, 0>(x + i * ld, len, y, ys, w, dots, abs_out);
     for_round_pairs(rounds, [&](std::int64_t first, bool two) {
-      double* abs_out = first == 0 ? abs_sums + i : nullptr;
+      double* abs_first = first == 0 ? abs_out : nullptr;
       double* dots_out = dots + i * rounds + first;
-      if (two) dot_portable<T, 2>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_out);
-      else dot_portable<T, 1>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_out);
+      if (two) dot_portable<T, 2>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_first);
+      else dot_portable<T, 1>(x + i * ld, len, y + first * ys, ys, w, dots_out, abs_first);
     });
   }
 }
@@ -86,7 +90,9 @@ void dot_rows_portable(const T* x, std::int64_t rows, std::int64_t ld, std::int6
 template <class T>
 void axpy_portable(const T* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
                    double* abs_acc) {
-  for (std::int64_t j = 0; j < len; ++j) abs_acc[j] += std::fabs(static_cast<double>(x[j]));
+  if (abs_acc != nullptr) {
+    for (std::int64_t j = 0; j < len; ++j) abs_acc[j] += std::fabs(static_cast<double>(x[j]));
+  }
   for (std::int64_t r = 0; r < rounds; ++r) {
     const double c = coeff[r];
     double* sr = s + r * len;

@@ -12,9 +12,10 @@
 namespace capsule::checkers {
 
 /// For each of `rows` rows x_i of x (row i starts at x + i·ld):
-/// dots[i·rounds + ρ] = Σ_j x_i[j]·y[ρ·y_stride + j] for ρ < rounds, and
-/// abs_sums[i] = Σ_j |x_i[j]|·w[j] (w null: Σ_j |x_i[j]|), over j < len. rounds >= 1.
-/// Blocks of rows share each load of y and w.
+/// dots[i·rounds + ρ] = Σ_j x_i[j]·y[ρ·y_stride + j] for ρ < rounds, and, unless abs_sums is
+/// null, abs_sums[i] = Σ_j |x_i[j]|·w[j] (w null: Σ_j |x_i[j]|), over j < len. rounds >= 0 (0:
+/// the magnitudes alone; dots and y are then not read). A null abs_sums skips the magnitude's
+/// work, not just its store. Blocks of rows share each load of y and w.
 void multi_dot_rows(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
                     std::int64_t y_stride, std::int64_t rounds, const double* w, double* dots, double* abs_sums);
 void multi_dot_rows(const double* x, std::int64_t rows, std::int64_t ld, std::int64_t len, const double* y,
@@ -31,7 +32,8 @@ bool multi_dot_rows_with(MultiDotKernel kernel, const float* x, std::int64_t row
                          double* abs_sums);
 }  // namespace detail
 
-/// s[ρ·len + j] += coeff[ρ]·x[j] for ρ < rounds, and abs_acc[j] += |x[j]|, over j < len.
+/// s[ρ·len + j] += coeff[ρ]·x[j] for ρ < rounds, and abs_acc[j] += |x[j]| unless abs_acc is null,
+/// over j < len.
 void multi_axpy(const float* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,
                 double* abs_acc);
 void multi_axpy(const double* x, std::int64_t len, const double* coeff, std::int64_t rounds, double* s,

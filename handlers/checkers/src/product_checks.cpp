@@ -44,22 +44,41 @@ constexpr const char* kGrad0 = "Freivalds residual of the gradient of input 0, r
 constexpr const char* kGrad1 = "Freivalds residual of the gradient of input 1, row starting at index";
 constexpr const char* kGrad2 = "Freivalds residual of the gradient of input 2 (the bias) at index";
 
+/// |B|·1 [k] alone, for the rows the screen below could not pass (B read once more).
+template <class T, class TA>
+void b_magnitudes(const Product<T, TA>& p, std::vector<double>& b_abs) {
+  b_abs.assign(ix(p.k), 0.0);
+  if (!p.b_transposed) {
+    multi_dot_rows(p.b, p.k, p.n, p.n, nullptr, 0, 0, nullptr, nullptr, b_abs.data());
+  } else {
+    for (std::int64_t j = 0; j < p.n; ++j) multi_axpy(p.b + j * p.k, p.k, nullptr, 0, nullptr, b_abs.data());
+  }
+}
+
 template <class T, class TA>
 void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidual& worst) {
   const std::int64_t m = p.m, k = p.k, n = p.n;
   const std::int64_t R = rounds;
   std::vector<double> r(ix(R * n));
-  for (double& v : r) v = rng.sign();
-  // C·r_ρ with (|C|·1)_i first: the provider wrote C last, so it is the operand likeliest still
-  // in cache.
+  rng.fill_signs(r.data(), r.size());
+  // The screen (docs/checkers.md, "The screen"): the dot products come first, without the
+  // magnitudes behind the exact tolerance (about a third of the kernels' work), and a row whose
+  // residuals already lie within a lower bound of that tolerance passes on it. Only the other
+  // rows get the exact tolerance, so every verdict is the one the exact tolerance alone gives.
+  // softmax_matmul (a_rel) needs |B|·1 for every row's error term anyway, and the bound on the
+  // screen's factor below needs (n + k)·u₆₄ ≤ 2⁻¹⁰.
+  const bool screen = p.a_rel == nullptr && static_cast<double>(n + k) * kU64 <= 0x1p-10;
+  // C·r_ρ (and, without the screen, (|C|·1)_i) first: the provider wrote C last, so it is the
+  // operand likeliest still in cache.
   std::vector<double> c_dots(ix(m * R)), c_abs(ix(m));
-  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), c_abs.data());
-  // s_ρ = B·r_ρ [k] and |B|·1 [k], each row of B read once.
+  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), screen ? nullptr : c_abs.data());
+  // s_ρ = B·r_ρ [k] (and |B|·1 [k]), each row of B read once.
   std::vector<double> s(ix(R * k), 0.0);
-  std::vector<double> b_abs(ix(k), 0.0);
+  std::vector<double> b_abs(screen ? 0 : ix(k), 0.0);
+  double* b_abs_out = screen ? nullptr : b_abs.data();
   if (!p.b_transposed) {
     std::vector<double> dots(ix(k * R));  // [q][ρ], transposed into s below
-    multi_dot_rows(p.b, k, n, n, r.data(), n, R, nullptr, dots.data(), b_abs.data());
+    multi_dot_rows(p.b, k, n, n, r.data(), n, R, nullptr, dots.data(), b_abs_out);
     for (std::int64_t q = 0; q < k; ++q) {
       for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(q * R + rho)];
     }
@@ -68,7 +87,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
     std::vector<double> coeff(ix(R));
     for (std::int64_t j = 0; j < n; ++j) {
       for (std::int64_t rho = 0; rho < R; ++rho) coeff[ix(rho)] = r[ix(rho * n + j)];
-      multi_axpy(p.b + j * k, k, coeff.data(), R, s.data(), b_abs.data());
+      multi_axpy(p.b + j * k, k, coeff.data(), R, s.data(), b_abs_out);
     }
   }
   std::vector<double> bias_r(ix(R), 0.0);
@@ -77,21 +96,64 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
     bias_abs = abs_sum(p.bias, n);
     for (std::int64_t rho = 0; rho < R; ++rho) bias_r[ix(rho)] = dot(p.bias, r.data() + rho * n, n);
   }
-  // Weighted |B|·1 for softmax_matmul's per-entry relative error of A.
-  std::vector<double> weighted(p.a_rel != nullptr ? ix(k) : 0);
 
-  // A·s_ρ with (|A|·(|B|·1))_i for every row, A read once.
+  // A·s_ρ (and, without the screen, (|A|·(|B|·1))_i) for every row, A read once.
   std::vector<double> a_dots(ix(m * R)), a_mag(ix(m));
-  multi_dot_rows(p.a, m, k, k, s.data(), k, R, b_abs.data(), a_dots.data(), a_mag.data());
+  multi_dot_rows(p.a, m, k, k, s.data(), k, R, screen ? nullptr : b_abs.data(), a_dots.data(),
+                 screen ? nullptr : a_mag.data());
   const double u_in = unit_roundoff<T>();
   const double abs_alpha = std::fabs(p.alpha);
   const double provider = gamma(p.terms, u_in);
+  auto residual = [&](std::int64_t i, std::int64_t rho) {
+    return std::fabs(c_dots[ix(i * R + rho)] - p.alpha * (a_dots[ix(i * R + rho)] + bias_r[ix(rho)]));
+  };
+  const char* what = p.what != nullptr ? p.what : kRowResidual;
+
+  // The rows that need the exact tolerance: every row without the screen.
+  std::vector<std::int64_t> exact_rows;
+  if (!screen) {
+    exact_rows.resize(ix(m));
+    for (std::int64_t i = 0; i < m; ++i) exact_rows[ix(i)] = i;
+  } else {
+    for (std::int64_t i = 0; i < m; ++i) {
+      // |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's computed |A|·(|B|·1)),
+      // so half the largest is at most t̂_i; below 2⁻⁹⁰⁰ underflow could break that, so 0 then.
+      double top = 0.0;
+      for (std::int64_t rho = 0; rho < R; ++rho) top = std::fmax(top, std::fabs(a_dots[ix(i * R + rho)]));
+      const double t_low = top >= 0x1p-900 ? 0.5 * top : 0.0;
+      // The exact bound's first term with t_low for t̂_i: rounding is monotone, and the exact
+      // bound only multiplies that term by 1 + γ and adds non-negative terms to it.
+      const double low = provider * (abs_alpha * (t_low + bias_abs));
+      double largest = 0.0;
+      bool within = std::isfinite(low);
+      for (std::int64_t rho = 0; rho < R && within; ++rho) {
+        const double res = residual(i, rho);
+        within = res <= low;
+        largest = std::fmax(largest, res);
+      }
+      if (!within) {
+        exact_rows.push_back(i);
+        continue;
+      }
+      // The rounds share the row's index and bound: only the largest residual can be the worst.
+      worst.observe(largest, low, p.out_offset + i * n, what);
+    }
+    if (exact_rows.empty()) return;
+    b_magnitudes(p, b_abs);
+    for (std::int64_t i : exact_rows) {
+      multi_dot_rows(p.c + i * n, 1, n, n, nullptr, 0, 0, nullptr, nullptr, &c_abs[ix(i)]);
+      multi_dot_rows(p.a + i * k, 1, k, k, nullptr, 0, 0, b_abs.data(), nullptr, &a_mag[ix(i)]);
+    }
+  }
+
   // The check's own float64 rounding: B·r and |B|·1 take n terms, A·s and |A|·(|B|·1) k more,
   // then the bias, α and the subtraction; C·r and |C|·1 take n.
   const double check_mag = gamma(static_cast<double>(n + k + 3), kU64);
   // Gradual underflow adds at most half the smallest subnormal per rounding, absolute.
   double underflow = (p.terms + static_cast<double>(n + k + 2)) * static_cast<double>(n) *
                      static_cast<double>(std::numeric_limits<T>::denorm_min());
+  // Weighted |B|·1 for softmax_matmul's per-entry relative error of A.
+  std::vector<double> weighted(p.a_rel != nullptr ? ix(k) : 0);
   if (p.a_rel != nullptr) {
     // softmax_matmul: a weight the provider computes in the subnormal range (or flushes to 0) is
     // off by up to 2·min_normal absolute, which its relative error bound misses; each such
@@ -100,7 +162,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
     for (std::int64_t q = 0; q < k; ++q) b_total += b_abs[ix(q)];
     underflow += 2.0 * static_cast<double>(std::numeric_limits<T>::min()) * b_total * (1.0 + check_mag);
   }
-  for (std::int64_t i = 0; i < m; ++i) {
+  for (std::int64_t i : exact_rows) {
     const TA* arow = p.a + i * k;
     const double t = a_mag[ix(i)];  // (|A|·|B|·1)_i
     double t_rel = 0.0;  // Σ_q |A_iq|·rel_iq·(|B|·1)_q
@@ -116,11 +178,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
     // softmax_matmul's A error (t_rel) passes through the provider's and the check's rounding too.
     const double a_error = abs_alpha * t_rel * ((1.0 + provider) * (1.0 + check_mag) + check_mag);
     const double bound = freivalds_row_tolerance(u_in, p.terms, k, n, mag, c_abs[ix(i)]) + a_error + underflow;
-    for (std::int64_t rho = 0; rho < R; ++rho) {
-      const double residual =
-          std::fabs(c_dots[ix(i * R + rho)] - p.alpha * (a_dots[ix(i * R + rho)] + bias_r[ix(rho)]));
-      worst.observe(residual, bound, p.out_offset + i * n, p.what != nullptr ? p.what : kRowResidual);
-    }
+    for (std::int64_t rho = 0; rho < R; ++rho) worst.observe(residual(i, rho), bound, p.out_offset + i * n, what);
   }
 }
 

@@ -15,6 +15,7 @@
 // randomness of the run being checked.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <source_location>
@@ -42,6 +43,9 @@ class CheckerRng {
   std::uint64_t next();
   /// +1.0 or -1.0 with probability 1/2 each.
   double sign() { return (next() >> 63) != 0 ? -1.0 : 1.0; }
+  /// `count` independent signs as sign() draws them, but 64 from each next(), most significant bit
+  /// first: a sign per draw cost as much as Freivalds' float64 work on a 256-long row.
+  void fill_signs(double* out, std::size_t count);
   /// Uniform in [0, bound); 0 when bound is 0.
   std::uint64_t below(std::uint64_t bound);
 
