@@ -429,6 +429,64 @@ TEST_SUITE("checkers") {
     }
   }
 
+  TEST_CASE("the screen passes only on a bound below the exact tolerance; between the two the exact path decides") {
+    // docs/checkers.md, "The screen". With n = 1 and positive A and B, |A·(B·r)| is t_i itself,
+    // so the screen's lower bound is about τ_i/2 in float32 (the provider's rounding dominates τ_i)
+    // and about τ_i/4 in float64 (the check's own rounding is as large). An error of 0.2·τ_i
+    // passes on the screen, whose reported bound stays below 0.6·τ_i (a screen without the
+    // factor ½ would report about τ_i); 0.9·τ_i misses the screen and passes on the exact τ_i;
+    // 1.1·τ_i fails on it.
+    const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
+    CheckerRng seeds(31);
+    for (DType dtype : kDTypes) {
+      const double u = dtype == DType::F32 ? u32 : u64;
+      const std::int64_t k = 64;
+      const Tensor a = random_tensor({1, k}, dtype, seeds, 0.5, 1.0);
+      const Tensor b = random_tensor({k, 1}, dtype, seeds, 0.5, 1.0);
+      const Tensor c = reference(Op::Matmul, {a, b});
+      double t = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) t += a.at(p) * b.at(p);
+      for (const double times : {0.2, 0.9, 1.1}) {
+        INFO(to_string(dtype) << ", an error of " << times << " tau");
+        double tau = freivalds_row_tolerance(u, static_cast<double>(k), k, 1, t, std::fabs(c.at(0)));
+        double moved = c.at(0) + times * tau;
+        if (dtype == DType::F32) moved = static_cast<float>(moved);
+        tau = freivalds_row_tolerance(u, static_cast<double>(k), k, 1, t, std::fabs(moved));
+        const double error = std::fabs(moved - c.at(0));
+        REQUIRE(error > (times - 0.05) * tau);  // float32 rounding of the moved entry keeps it near
+        REQUIRE(error < (times + 0.05) * tau);
+        const CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, with_values(c, {moved}), {}, 3);
+        CHECK(v.passed == (times < 1.0));
+        if (times < 0.5) {
+          CHECK(v.worst.bound < 0.6 * tau);  // the screen's bound
+        } else {
+          CHECK(v.worst.bound >= tau * (1.0 - 1e-9));  // the exact tolerance
+        }
+      }
+    }
+  }
+
+  TEST_CASE("the screen passes a row whose exact bound would overflow when its residual meets the finite lower bound") {
+    // docs/checkers.md, "The screen": the one verdict that differs from the exact tolerance alone
+    // (which fails a row whose bound overflowed). Here t̂ = 1e308 + 1e308 is +inf, but
+    // A·(B·r) = 0 and the residual is 0, within the finite lower bound 0.
+    auto f64 = [](std::vector<std::int64_t> dims, std::vector<double> values) {
+      return Tensor::from_values(Shape::make(dims).value(), DType::F64, values).value();
+    };
+    const Tensor a = f64({1, 2}, {1e308, 1e308});
+    const Tensor b = f64({2, 1}, {1.0, -1.0});
+    const Tensor c = f64({1, 1}, {0.0});
+    const CheckVerdict v = check("freivalds.matmul", Op::Matmul, {a, b}, c, {}, 1);
+    CHECK(v.passed);
+    CHECK(v.worst.bound == 0.0);
+    CHECK(v.worst.residual == 0.0);
+    // The same row with a residual above that bound takes the exact path, and its infinite bound fails.
+    const Tensor off = f64({1, 1}, {1.0});
+    const CheckVerdict w = check("freivalds.matmul", Op::Matmul, {a, b}, off, {}, 1);
+    CHECK_FALSE(w.passed);
+    CHECK(std::isinf(w.worst.bound));
+  }
+
   TEST_CASE("Freivalds misses a sign-cancelling error with probability 1/2 per round, as stated") {
     // ΔC_i0 = +δ, ΔC_i1 = -δ cancels exactly when r_0 = r_1: each round misses with probability
     // 1/2, two rounds 1/4. Over 400 seeds the detection rate is near 3/4.
