@@ -429,7 +429,7 @@ TEST_SUITE("checkers") {
     }
   }
 
-  TEST_CASE("the screen passes only on a bound below the exact tolerance; between the two the exact path decides") {
+  TEST_CASE("the screen passes only on a bound below the exact tolerance, and between the two the exact path decides") {
     // docs/checkers.md, "The screen". With n = 1 and positive A and B, |A·(B·r)| is t_i itself,
     // so the screen's lower bound is about τ_i/2 in float32 (the provider's rounding dominates τ_i)
     // and about τ_i/4 in float64 (the check's own rounding is as large). An error of 0.2·τ_i
