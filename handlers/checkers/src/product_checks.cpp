@@ -64,14 +64,18 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // The screen (docs/checkers.md, "The screen"): the dot products come first, without the
   // magnitudes behind the exact tolerance (about a third of the kernels' work), and a row whose
   // residuals already lie within a lower bound of that tolerance passes on it. Only the other
-  // rows get the exact tolerance, so every verdict is the one the exact tolerance alone gives.
+  // rows get the exact tolerance, so every verdict is the one the exact tolerance alone gives,
+  // except that a row whose exact bound would overflow passes when it meets the finite low bound.
   // softmax_matmul (a_rel) needs |B|·1 for every row's error term anyway, and the bound on the
   // screen's factor below needs (n + k)·u₆₄ ≤ 2⁻¹⁰.
   const bool screen = p.a_rel == nullptr && static_cast<double>(n + k) * kU64 <= 0x1p-10;
   // C·r_ρ (and, without the screen, (|C|·1)_i) first: the provider wrote C last, so it is the
   // operand likeliest still in cache.
-  std::vector<double> c_dots(ix(m * R)), c_abs(ix(m));
-  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), screen ? nullptr : c_abs.data());
+  std::vector<double> c_dots(ix(m * R)), c_abs(ix(m)), a_dots(ix(m * R)), a_mag(ix(m));
+  // Where the magnitudes go on the first pass: nowhere under the screen.
+  double* c_abs_out = screen ? nullptr : c_abs.data();
+  double* a_mag_out = screen ? nullptr : a_mag.data();
+  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), c_abs_out);
   // s_ρ = B·r_ρ [k] (and |B|·1 [k]), each row of B read once.
   std::vector<double> s(ix(R * k), 0.0);
   std::vector<double> b_abs(screen ? 0 : ix(k), 0.0);
@@ -98,9 +102,7 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   }
 
   // A·s_ρ (and, without the screen, (|A|·(|B|·1))_i) for every row, A read once.
-  std::vector<double> a_dots(ix(m * R)), a_mag(ix(m));
-  multi_dot_rows(p.a, m, k, k, s.data(), k, R, screen ? nullptr : b_abs.data(), a_dots.data(),
-                 screen ? nullptr : a_mag.data());
+  multi_dot_rows(p.a, m, k, k, s.data(), k, R, b_abs_out, a_dots.data(), a_mag_out);
   const double u_in = unit_roundoff<T>();
   const double abs_alpha = std::fabs(p.alpha);
   const double provider = gamma(p.terms, u_in);
