@@ -487,6 +487,101 @@ TEST_SUITE("checkers") {
     CHECK(std::isinf(w.worst.bound));
   }
 
+  TEST_CASE("the screen gives the exact tolerance's verdicts: the same pass or fail, failing row, residual and bound") {
+    // docs/checkers.md, "The screen". FreivaldsTolerance::ExactOnly is the check without the
+    // screen: both draw the same signs and run the same arithmetic, so they may differ only in the
+    // bound a passing row reports. Random products of every screened op in both dtypes, with
+    // operands of mixed sign, positive ones (where |A·(B·r)| comes near t_i, and the screen's bound
+    // near τ_i) and tiny ones (float64 products below 2⁻⁹⁰⁰, where the screen's bound is 0); one
+    // entry of one row moves by 0 to 3 times an estimate of that row's τ_i, so the cases straddle
+    // the screen's bound and τ_i.
+    const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
+    struct Dims {
+      std::int64_t batch, m, k, n;
+    };
+    const std::vector<Dims> dims{{1, 1, 1, 1}, {1, 1, 64, 1}, {1, 5, 7, 1}, {2, 6, 9, 2}, {1, 9, 33, 17}, {2, 4, 100, 3}};
+    const double factors[] = {0.0, 0.3, 0.7, 0.95, 1.05, 1.5, 3.0};
+    CheckerRng seeds(61);
+    int passes = 0, fails = 0, screen_bounds = 0;
+    for (DType dtype : kDTypes) {
+      const double u = dtype == DType::F32 ? u32 : u64;
+      for (int family = 0; family < 3; ++family) {
+        const double lo = family == 1 ? 0.5 : -1.0;
+        const double scale = family == 2 ? (dtype == DType::F32 ? 0x1p-30 : 0x1p-500) : 1.0;
+        for (const Dims& d : dims) {
+          for (const Op op : {Op::Matmul, Op::ScaledMatmul, Op::Linear}) {
+            const bool linear = op == Op::Linear;
+            if (linear && d.batch != 1) continue;
+            const Tensor a = random_tensor(linear ? std::vector<std::int64_t>{d.m, d.k} : std::vector<std::int64_t>{d.batch, d.m, d.k},
+                                           dtype, seeds, lo * scale, scale);
+            const Tensor b = random_tensor(linear ? std::vector<std::int64_t>{d.n, d.k} : std::vector<std::int64_t>{d.batch, d.k, d.n},
+                                           dtype, seeds, lo * scale, scale);
+            const Tensor bias = random_tensor({d.n}, dtype, seeds, lo * scale, scale);
+            OpAttrs attrs;
+            attrs.alpha = family == 1 ? 3.5 : -0.37;
+            std::vector<Tensor> inputs{a, b};
+            if (linear && d.m % 2 == 1) inputs.push_back(bias);
+            const Tensor c = reference(op, inputs, attrs);
+            const double alpha = op == Op::ScaledMatmul ? std::fabs(attrs.alpha) : 1.0;
+            const double terms = static_cast<double>(d.k) + (op == Op::ScaledMatmul || inputs.size() == 3 ? 1.0 : 0.0);
+            for (const double factor : factors) {
+              // The moved entry and an estimate of its row's τ_i.
+              const std::int64_t batch = static_cast<std::int64_t>(seeds.below(static_cast<std::uint64_t>(d.batch)));
+              const std::int64_t i = static_cast<std::int64_t>(seeds.below(static_cast<std::uint64_t>(d.m)));
+              const std::int64_t j = static_cast<std::int64_t>(seeds.below(static_cast<std::uint64_t>(d.n)));
+              double t = 0.0, c_abs = 0.0, bias_abs = 0.0;
+              for (std::int64_t p = 0; p < d.k; ++p) {
+                double b_row = 0.0;  // (|B|·1)_p
+                for (std::int64_t q = 0; q < d.n; ++q) {
+                  b_row += std::fabs(linear ? b.at(q * d.k + p) : b.at((batch * d.k + p) * d.n + q));
+                }
+                t += std::fabs(a.at((batch * d.m + i) * d.k + p)) * b_row;
+              }
+              if (inputs.size() == 3) {
+                for (std::int64_t q = 0; q < d.n; ++q) bias_abs += std::fabs(bias.at(q));
+              }
+              const std::int64_t row = (batch * d.m + i) * d.n;
+              for (std::int64_t q = 0; q < d.n; ++q) c_abs += std::fabs(c.at(row + q));
+              const double tau = freivalds_row_tolerance(u, terms, d.k, d.n, alpha * (t + bias_abs), c_abs);
+              std::vector<double> values = c.to_vector();
+              values[static_cast<std::size_t>(row + j)] += factor * tau;
+              const Tensor moved = with_values(c, values);
+              INFO(to_string(dtype) << " " << to_string(op) << " family " << family << " [" << d.batch << ", " << d.m
+                                    << ", " << d.k << ", " << d.n << "], " << factor << " tau at row " << row);
+              CheckCall call{op, inputs, &moved, &attrs, nullptr, {}};
+              CheckerRng screened_rng(checker_stream_seed(7, "screen", static_cast<std::uint64_t>(passes + fails)));
+              CheckerRng exact_rng = screened_rng;
+              auto screened = check_product(call, screened_rng, kFreivaldsRounds, FreivaldsTolerance::Screened);
+              auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
+              REQUIRE(screened.has_value());
+              REQUIRE(exact.has_value());
+              CHECK(screened->passed == exact->passed);
+              if (!exact->passed) {
+                ++fails;
+                CHECK(screened->worst.index == exact->worst.index);
+                CHECK(screened->worst.residual == exact->worst.residual);
+                CHECK(screened->worst.bound == exact->worst.bound);
+                CHECK(screened->worst.what == exact->worst.what);
+              } else {
+                ++passes;
+                // Each row's screen bound is at most its exact bound, so the worst ratio of
+                // residual to bound can only grow, and it stays within 1.
+                auto ratio = [](const CheckVerdict& v) { return v.worst.bound > 0.0 ? v.worst.residual / v.worst.bound : 0.0; };
+                CHECK(ratio(*screened) >= ratio(*exact));
+                CHECK(ratio(*screened) <= 1.0);
+                if (ratio(*screened) > ratio(*exact)) ++screen_bounds;
+              }
+            }
+          }
+        }
+      }
+    }
+    // Both verdicts occur, and the screen decided many passes.
+    CHECK(fails > 100);
+    CHECK(passes > 100);
+    CHECK(screen_bounds > 50);
+  }
+
   TEST_CASE("Freivalds misses a sign-cancelling error with probability 1/2 per round, as stated") {
     // ΔC_i0 = +δ, ΔC_i1 = -δ cancels exactly when r_0 = r_1: each round misses with probability
     // 1/2, two rounds 1/4. Over 400 seeds the detection rate is near 3/4.

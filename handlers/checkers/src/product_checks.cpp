@@ -56,7 +56,8 @@ void b_magnitudes(const Product<T, TA>& p, std::vector<double>& b_abs) {
 }
 
 template <class T, class TA>
-void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidual& worst) {
+void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance, CheckerRng& rng,
+               WorstResidual& worst) {
   const std::int64_t m = p.m, k = p.k, n = p.n;
   const std::int64_t R = rounds;
   std::vector<double> r(ix(R * n));
@@ -68,7 +69,8 @@ void freivalds(const Product<T, TA>& p, int rounds, CheckerRng& rng, WorstResidu
   // except that a row whose exact bound would overflow passes when it meets the finite low bound.
   // softmax_matmul (a_rel) needs |B|·1 for every row's error term anyway, and the bound on the
   // screen's factor below needs (n + k)·u₆₄ ≤ 2⁻¹⁰.
-  const bool screen = p.a_rel == nullptr && static_cast<double>(n + k) * kU64 <= 0x1p-10;
+  const bool screen = tolerance == FreivaldsTolerance::Screened && p.a_rel == nullptr &&
+                      static_cast<double>(n + k) * kU64 <= 0x1p-10;
   // C·r_ρ (and, without the screen, (|C|·1)_i) first: the provider wrote C last, so it is the
   // operand likeliest still in cache.
   std::vector<double> c_dots(ix(m * R)), c_abs(ix(m)), a_dots(ix(m * R)), a_mag(ix(m));
@@ -263,7 +265,8 @@ RuntimeResult<std::vector<std::int64_t>> linear_output_dims(std::string_view wha
 }
 
 template <class T>
-RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
+RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRng& rng, int rounds,
+                                                FreivaldsTolerance tolerance) {
   const std::string_view op = to_string(call.op);
   const Tensor& out = *call.output;
   WorstResidual worst;
@@ -284,7 +287,7 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
     p.bias = has_bias ? call.inputs[2].data<T>() : nullptr;
     p.c = out.data<T>();
     p.terms = static_cast<double>(p.k) + (has_bias ? 1.0 : 0.0);
-    freivalds(p, rounds, rng, worst);
+    freivalds(p, rounds, tolerance, rng, worst);
     return worst.verdict();
   }
   const Tensor& a = call.inputs[0];
@@ -313,7 +316,7 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
       p.m = d.m, p.k = d.k, p.n = d.n;
       p.terms = static_cast<double>(d.k);
       p.out_offset = batch * d.m * d.n;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     } else {
       Product<T, T> p;
       p.a = ab;
@@ -323,7 +326,7 @@ RuntimeResult<CheckVerdict> check_product_typed(const CheckCall& call, CheckerRn
       p.alpha = call.op == Op::ScaledMatmul ? call.attrs->alpha : 1.0;
       p.terms = static_cast<double>(d.k) + (call.op == Op::ScaledMatmul ? 1.0 : 0.0);
       p.out_offset = batch * d.m * d.n;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
   }
   return worst.verdict();
@@ -360,7 +363,8 @@ RuntimeStatus expect_gradient_like(const CheckCall& call, std::size_t index) {
 /// The local VJPs of the products, checked by Freivalds like the forward: for C = α·A·B,
 /// dA = α·G·Bᵀ and dB = α·Aᵀ·G; for linear Y = X·Wᵀ + b, dX = G·W, dW = Gᵀ·X and db = 1ᵀ·G.
 template <class T>
-RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, CheckerRng& rng, int rounds) {
+RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, CheckerRng& rng, int rounds,
+                                                    FreivaldsTolerance tolerance) {
   const std::string_view op = to_string(call.op);
   const Tensor& g = *call.output_gradient;
   if (!(g.shape() == call.output->shape()) || g.dtype() != call.output->dtype() || g.device() != Device::Cpu) {
@@ -401,7 +405,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
       p.m = rows, p.k = out, p.n = in;
       p.terms = static_cast<double>(out);
       p.what = kGrad0;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
     if (has_gradient(call, 1) && out > 0 && in > 0) {  // dW [out, in] = Gᵀ [out, rows]·X [rows, in]
       const std::vector<T> gt = transposed(g.data<T>(), rows, out);
@@ -410,7 +414,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
       p.m = out, p.k = rows, p.n = in;
       p.terms = static_cast<double>(rows);
       p.what = kGrad1;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
     if (call.inputs.size() > 2 && has_gradient(call, 2) && out > 0) {  // db [1, out] = 1 [1, rows]·G [rows, out]
       const std::vector<T> ones(ix(rows), T(1));
@@ -419,7 +423,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
       p.m = 1, p.k = rows, p.n = out;
       p.terms = static_cast<double>(rows);
       p.what = kGrad2;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
     return worst.verdict();
   }
@@ -443,7 +447,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
       p.terms = static_cast<double>(d.n) + (scaled ? 1.0 : 0.0);
       p.out_offset = batch * d.m * d.k;
       p.what = kGrad0;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
     if (has_gradient(call, 1) && d.k > 0 && d.n > 0) {  // dB [k, n] = α·Aᵀ [k, m]·G [m, n]
       const std::vector<T> at = transposed(ab, d.m, d.k);
@@ -454,7 +458,7 @@ RuntimeResult<CheckVerdict> check_product_vjp_typed(const CheckCall& call, Check
       p.terms = static_cast<double>(d.m) + (scaled ? 1.0 : 0.0);
       p.out_offset = batch * d.k * d.n;
       p.what = kGrad1;
-      freivalds(p, rounds, rng, worst);
+      freivalds(p, rounds, tolerance, rng, worst);
     }
   }
   return worst.verdict();
@@ -474,7 +478,8 @@ double freivalds_row_tolerance(double u, double terms, std::int64_t k, std::int6
   return provider * magnitude * (1.0 + check_mag) + check_mag * magnitude + check_c * c_abs;
 }
 
-RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds) {
+RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds,
+                                          FreivaldsTolerance tolerance) {
   using namespace checkers;
   if (call.op != Op::Matmul && call.op != Op::ScaledMatmul && call.op != Op::Linear && call.op != Op::SoftmaxMatmul) {
     return runtime_error(RuntimeCode::InvalidArgument, str("the product check does not check ", to_string(call.op)));
@@ -483,10 +488,11 @@ RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng
     return runtime_error(RuntimeCode::InvalidArgument, str("the product check needs at least 1 round, got ", rounds));
   }
   CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
-  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_typed<T>(call, rng, rounds); });
+  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_typed<T>(call, rng, rounds, tolerance); });
 }
 
-RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds) {
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds,
+                                              FreivaldsTolerance tolerance) {
   using namespace checkers;
   if (call.op != Op::Matmul && call.op != Op::ScaledMatmul && call.op != Op::Linear) {
     return runtime_error(RuntimeCode::InvalidArgument, str("the product VJP check does not check ", to_string(call.op)));
@@ -498,7 +504,7 @@ RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng&
     return runtime_error(RuntimeCode::InvalidArgument, str(to_string(call.op), " VJP check: no output gradient"));
   }
   CAPSULE_CHECK(expect_operands(call, 2, call.op == Op::Linear ? 3 : 2));
-  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_vjp_typed<T>(call, rng, rounds); });
+  return dispatch_dtype(*call.output, [&]<class T>() { return check_product_vjp_typed<T>(call, rng, rounds, tolerance); });
 }
 
 }  // namespace capsule

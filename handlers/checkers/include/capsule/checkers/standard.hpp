@@ -20,15 +20,26 @@ inline constexpr int kConvChecksumRounds = 1;
 /// Registers every standard checker (device cpu). Fails, naming both sites, on a duplicate name.
 RuntimeStatus register_standard_checkers(CheckerRegistry& registry);
 
+/// How Freivalds' check reaches each row's tolerance (docs/checkers.md, "The screen").
+/// `Screened`, what the registered checkers run: a row whose residuals lie within a lower bound of
+/// its tolerance passes on that bound, and only the other rows get the exact tolerance.
+/// `ExactOnly` computes the exact tolerance of every row. Both give the same verdict, and a
+/// failing verdict names the same row, residual and bound; the one exception is a row whose exact
+/// bound overflows, which the screen passes when its residuals meet the finite lower bound. For
+/// tests and tools that compare the two.
+enum class FreivaldsTolerance { Screened, ExactOnly };
+
 /// Freivalds' check of matmul, scaled_matmul, linear or softmax_matmul (call.op says which) with
 /// `rounds` random sign vectors per product (per batch entry). For tools that measure detection
-/// power and cost; the registered checkers use kFreivaldsRounds.
-RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds);
+/// power and cost; the registered checkers use kFreivaldsRounds and the screen.
+RuntimeResult<CheckVerdict> check_product(const CheckCall& call, CheckerRng& rng, int rounds,
+                                          FreivaldsTolerance tolerance = FreivaldsTolerance::Screened);
 
 /// Freivalds' check of the local VJP of matmul, scaled_matmul or linear: every defined entry of
 /// call.input_gradients against the output gradient (dA = α·G·Bᵀ, dB = α·Aᵀ·G; linear dX = G·W,
 /// dW = Gᵀ·X, db = Σ rows of G), `rounds` rounds per gradient.
-RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds);
+RuntimeResult<CheckVerdict> check_product_vjp(const CheckCall& call, CheckerRng& rng, int rounds,
+                                              FreivaldsTolerance tolerance = FreivaldsTolerance::Screened);
 
 /// Freivalds' row tolerance τ_i (docs/checkers.md, "Products") for a provider computing in unit
 /// roundoff `u` with `terms` roundings per output element, a product of inner dimension k and n
