@@ -36,13 +36,13 @@ namespace {
   std::exit(2);
 }
 
-Tensor random_square(std::int64_t n, std::uint64_t seed) {
+Tensor random_square(std::int64_t n, std::uint64_t seed, DType dtype = DType::F32) {
   auto shape = Shape::make({n, n});
   if (!shape) die(shape.error().message);
   CheckerRng rng(seed);
   std::vector<double> values(static_cast<std::size_t>(n * n));
   for (double& v : values) v = static_cast<double>(rng.next() >> 11) * 0x1p-52 - 1.0;
-  auto t = Tensor::from_values(*shape, DType::F32, values);
+  auto t = Tensor::from_values(*shape, dtype, values);
   if (!t) die(t.error().message);
   return *t;
 }
@@ -119,18 +119,33 @@ void register_benchmarks() {
                                      for (auto _ : state) benchmark::DoNotOptimize(kernel.run(inputs));
                                    })->Unit(benchmark::kMillisecond);
       if (kernel.name == "reference") {
-        // The check alone, on a product computed once.
-        benchmark::RegisterBenchmark(("BM_FreivaldsOnly/" + std::to_string(n)).c_str(), [kernel, n](benchmark::State& state) {
-          const std::vector<Tensor> inputs{random_square(n, 1), random_square(n, 2)};
-          const Tensor c = kernel.run(inputs);
-          const OpAttrs attrs;
-          std::uint64_t call = 0;
-          for (auto _ : state) {
-            CheckerRng rng(checker_stream_seed(7, "only", call++));
-            CheckCall check{Op::Matmul, inputs, &c, &attrs, nullptr, {}};
-            benchmark::DoNotOptimize(check_product(check, rng, kFreivaldsRounds));
-          }
-        })->Unit(benchmark::kMillisecond);
+        // The check alone, on a product computed once: float32 as registered (BM_FreivaldsOnly),
+        // then without the screen and in float64, to show what the screen saves in each dtype.
+        struct Variant {
+          const char* suffix;
+          DType dtype;
+          FreivaldsTolerance tolerance;
+        };
+        for (const Variant v : {Variant{"", DType::F32, FreivaldsTolerance::Screened},
+                                Variant{"_exact", DType::F32, FreivaldsTolerance::ExactOnly},
+                                Variant{"_f64", DType::F64, FreivaldsTolerance::Screened},
+                                Variant{"_f64_exact", DType::F64, FreivaldsTolerance::ExactOnly}}) {
+          benchmark::RegisterBenchmark(
+              ("BM_FreivaldsOnly" + std::string(v.suffix) + "/" + std::to_string(n)).c_str(),
+              [n, v](benchmark::State& state) {
+                const std::vector<Tensor> inputs{random_square(n, 1, v.dtype), random_square(n, 2, v.dtype)};
+                auto c = reference_matmul().forward(inputs, OpAttrs{});
+                if (!c) die(c.error().message);
+                const OpAttrs attrs;
+                std::uint64_t call = 0;
+                for (auto _ : state) {
+                  CheckerRng rng(checker_stream_seed(7, "only", call++));
+                  CheckCall check{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
+                  benchmark::DoNotOptimize(check_product(check, rng, kFreivaldsRounds, v.tolerance));
+                }
+              })
+              ->Unit(benchmark::kMillisecond);
+        }
       }
       benchmark::RegisterBenchmark(("BM_MatmulFreivalds_" + kernel.name + "/" + std::to_string(n)).c_str(),
                                    [kernel, n](benchmark::State& state) {

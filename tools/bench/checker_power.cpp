@@ -4,7 +4,9 @@
 //
 // 1. False rejections: at least 10^5 correct products (the reference matmul, float32 and float64,
 //    most sizes small, n up to 1024), each checked once with the registered checker; every
-//    rejection is counted and printed (the stated number is 0).
+//    rejection is counted and printed (the stated number is 0). Each is also checked without the
+//    screen (FreivaldsTolerance::ExactOnly) on the same signs: the verdicts must agree (stated: 0
+//    disagreements), and the exact path's largest residual/τ_i is the margin to the tolerance.
 // 2. Detection rate above the floor: products perturbed just above the stated floor (2·τ_i, the
 //    row's tolerance as docs/checkers.md states it), with 1 and 2 rounds:
 //      single  one entry moved by 2.2·τ_i          stated: caught always
@@ -12,6 +14,8 @@
 //              |δ| = 2.2·τ_i
 //      row     a whole row moved by ±2.2·τ_i/√n    stated: ≥ 1 − 2^-R only if some entry is above 2·τ_i,
 //              random signs                        which these are not: measured for information
+// 3. The screen's pass rate: the share of rows of correct products that pass on the screen's
+//    lower bound, without the exact tolerance (one-row products, so a verdict is one row's).
 // Flags: --products N (per dtype, default 50000), --perturbed N (per kind, default 20000),
 //        --seed S.
 #include <algorithm>
@@ -126,10 +130,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
 
   std::printf("False rejections: correct reference products, %d rounds each\n", kFreivaldsRounds);
-  long total_products = 0, total_rejected = 0;
+  long total_products = 0, total_rejected = 0, total_disagreements = 0;
   for (DType dtype : {DType::F32, DType::F64}) {
-    long rejected = 0, large = 0;
-    double closest = 0.0;  // the largest residual/bound a correct product reached
+    long rejected = 0, large = 0, disagreements = 0;
+    double closest = 0.0;  // the largest residual/τ_i a correct product reached (exact path)
     for (long index = 0; index < options.products; ++index) {
       const std::int64_t m = draw_size(sizes, index), k = draw_size(sizes, index), n = draw_size(sizes, index);
       large += (m >= 1024 ? 1 : 0);
@@ -137,10 +141,20 @@ int main(int argc, char** argv) {
       auto c = matmul.forward(inputs, attrs);
       if (!c) die(c.error().message);
       CheckerRng rng(checker_stream_seed(options.seed, "power.correct", static_cast<std::uint64_t>(index)));
+      CheckerRng exact_rng = rng;
       CheckCall call{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
       auto verdict = check_product(call, rng, kFreivaldsRounds);
       if (!verdict) die(verdict.error().message);
-      if (verdict->worst.bound > 0.0) closest = std::max(closest, verdict->worst.residual / verdict->worst.bound);
+      auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
+      if (!exact) die(exact.error().message);
+      if (exact->worst.bound > 0.0) closest = std::max(closest, exact->worst.residual / exact->worst.bound);
+      if (verdict->passed != exact->passed ||
+          (!exact->passed && (verdict->worst.index != exact->worst.index || verdict->worst.bound != exact->worst.bound))) {
+        ++disagreements;
+        std::printf("  DISAGREE %s %lldx%lldx%lld: screened %s, exact %s\n", std::string(to_string(dtype)).c_str(),
+                    static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
+                    verdict->passed ? "passes" : "fails", exact->passed ? "passes" : "fails");
+      }
       if (!verdict->passed) {
         ++rejected;
         std::printf("  REJECTED %s %lldx%lldx%lld: %s %lld residual %.3g bound %.3g\n", std::string(to_string(dtype)).c_str(),
@@ -149,12 +163,15 @@ int main(int argc, char** argv) {
                     verdict->worst.bound);
       }
     }
-    std::printf("  %s: %ld products (%ld with a 1024 dimension), %ld rejected; largest residual/bound %.3g\n",
-                std::string(to_string(dtype)).c_str(), options.products, large, rejected, closest);
+    std::printf("  %s: %ld products (%ld with a 1024 dimension), %ld rejected; largest residual/tau_i %.3g; "
+                "%ld screened/exact disagreements\n",
+                std::string(to_string(dtype)).c_str(), options.products, large, rejected, closest, disagreements);
     total_products += options.products;
     total_rejected += rejected;
+    total_disagreements += disagreements;
   }
-  std::printf("  total: %ld products, %ld false rejections (stated: 0)\n\n", total_products, total_rejected);
+  std::printf("  total: %ld products, %ld false rejections (stated: 0), %ld disagreements (stated: 0)\n\n",
+              total_products, total_rejected, total_disagreements);
 
   std::printf("Detection above the floor (2·tau_i), sizes 1..64, per call\n");
   std::printf("  %-7s %-7s %6s %9s %9s %9s\n", "kind", "dtype", "rounds", "trials", "detected", "stated");
@@ -207,9 +224,37 @@ int main(int argc, char** argv) {
       }
     }
   }
+
+  // A row passes on the screen exactly when the one-row product's screened bound is below the
+  // exact τ_i: τ_i adds the check's own positive terms to the screen's bound, and a row the screen
+  // does not pass reports τ_i itself.
+  std::printf("\nThe screen's pass rate: rows of correct products passing on its lower bound (1 x k x n)\n");
+  std::printf("  %-7s %6s %9s %9s\n", "dtype", "k = n", "rows", "screened");
+  for (DType dtype : {DType::F32, DType::F64}) {
+    for (std::int64_t size : {4, 16, 64, 256, 1024}) {
+      const long rows = size >= 1024 ? 200 : 2000;
+      long screened = 0;
+      for (long trial = 0; trial < rows; ++trial) {
+        std::vector<Tensor> inputs{random_tensor(1, size, dtype, sizes), random_tensor(size, size, dtype, sizes)};
+        auto c = matmul.forward(inputs, attrs);
+        if (!c) die(c.error().message);
+        CheckerRng rng(checker_stream_seed(options.seed, "power.screen", static_cast<std::uint64_t>(trial)));
+        CheckerRng exact_rng = rng;
+        CheckCall call{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
+        auto verdict = check_product(call, rng, kFreivaldsRounds);
+        auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
+        if (!verdict || !exact) die("the screen's pass rate: a check returned an error");
+        if (!verdict->passed || !exact->passed) die("the screen's pass rate: a correct product failed");
+        screened += verdict->worst.bound < exact->worst.bound ? 1 : 0;
+      }
+      std::printf("  %-7s %6lld %9ld %9.4f\n", std::string(to_string(dtype)).c_str(), static_cast<long long>(size), rows,
+                  static_cast<double>(screened) / static_cast<double>(rows));
+    }
+  }
+  const bool pass = total_rejected == 0 && total_disagreements == 0 && !below_stated;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("\n%.1f s. %s\n", seconds,
-              total_rejected == 0 && !below_stated ? "PASS: no false rejection, every rate at least the stated one"
-                                                   : "FAIL");
-  return total_rejected == 0 && !below_stated ? 0 : 1;
+              pass ? "PASS: no false rejection, no screened/exact disagreement, every rate at least the stated one"
+                   : "FAIL");
+  return pass ? 0 : 1;
 }
