@@ -379,12 +379,16 @@ TEST_SUITE("checkers") {
     CHECK(caught == 200);
   }
 
-  TEST_CASE("a row the screen cannot pass gets the exact tolerance: within it passes, beyond twice it fails") {
+  TEST_CASE("a row whose A·s cancels passes on the screen's second stage, else on the exact tolerance, and fails beyond it") {
     // docs/checkers.md, "The screen". Every row of A sums to zero and B's rows (W's columns for
-    // linear) are equal, so A·(B·r) is exactly 0 whatever the signs: the screen's lower bound is 0
-    // and any nonzero residual goes to the exact tolerance τ_i, computed here as the checker
-    // states it. An error of τ_i/2 in one entry passes, with τ_i as the verdict's bound (the
-    // magnitudes were computed for that row); one of 2.2·τ_i fails.
+    // linear) are equal, so A·(B·r) is exactly 0 whatever the signs: the first stage's lower bound
+    // is 0. The second stage's, γ_K·½·Σ_p |A_ip|·max_ρ |s_ρ,p|, is at most half the exact bound's
+    // first term (|s_ρ,p| <= (|B|·1)_p), so an error of 0.9·τ_i misses it too and goes to the
+    // exact tolerance τ_i, computed here as the checker states it. It passes, with τ_i as the
+    // verdict's bound (the magnitudes were computed for that row); one of 2.2·τ_i fails. B's row
+    // keeps |s_ρ,p| >= 0.1 whatever the signs (no choice of signs sums 0.1, 0.2, 0.3 and 0.7 to
+    // less), so the second stage's bound is at least 0.007·τ_i in both dtypes: an error of
+    // 0.005·τ_i passes there, on a positive bound below τ_i, without the exact path.
     const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
     for (DType dtype : kDTypes) {
       const double u = dtype == DType::F32 ? u32 : u64;
@@ -405,7 +409,7 @@ TEST_SUITE("checkers") {
         double b_abs = 0.0;  // every row of |B| sums to the same
         for (double v : b_row) b_abs += std::fabs(static_cast<double>(dtype == DType::F32 ? static_cast<float>(v) : v));
         const double t = (std::fabs(a_values[2]) + std::fabs(a_values[3])) * b_abs;
-        for (const double times : {0.5, 2.2}) {
+        for (const double times : {0.005, 0.9, 2.2}) {
           INFO(to_string(dtype) << " " << to_string(op) << ", an error of " << times << " tau");
           // The tolerance of the row with its one moved entry in |C|·1.
           double tau = 0.0, moved = 0.0;
@@ -421,9 +425,14 @@ TEST_SUITE("checkers") {
           CHECK(v.passed == (times < 1.0));
           CHECK(v.worst.index == row * 4);
           CHECK(v.worst.residual == moved);
-          // The check adds its own underflow allowance to τ_i: a few subnormals.
-          CHECK(v.worst.bound >= tau);
-          CHECK(v.worst.bound <= tau * (1.0 + 1e-12) + 1e-40);
+          if (times < 0.01) {
+            CHECK(v.worst.bound > 0.0);  // not the first stage's 0
+            CHECK(v.worst.bound < 0.6 * tau);
+          } else {
+            // The check adds its own underflow allowance to τ_i: a few subnormals.
+            CHECK(v.worst.bound >= tau);
+            CHECK(v.worst.bound <= tau * (1.0 + 1e-12) + 1e-40);
+          }
         }
       }
     }
@@ -491,10 +500,11 @@ TEST_SUITE("checkers") {
     // docs/checkers.md, "The screen". FreivaldsTolerance::ExactOnly is the check without the
     // screen: both draw the same signs and run the same arithmetic, so they may differ only in the
     // bound a passing row reports. Random products of every screened op in both dtypes, with
-    // operands of mixed sign, positive ones (where |A·(B·r)| comes near t_i, and the screen's bound
-    // near τ_i) and tiny ones (float64 products below 2⁻⁹⁰⁰, where the screen's bound is 0); one
-    // entry of one row moves by 0 to 3 times an estimate of that row's τ_i, so the cases straddle
-    // the screen's bound and τ_i.
+    // operands of mixed sign, positive ones (where |A·(B·r)| comes near t_i, and the first stage's
+    // bound near half the exact bound's first term) and tiny ones (float64 products below 2⁻⁹⁰⁰,
+    // where the first stage's t_low is 0; the bias is tinier still, so it does not lift the bound);
+    // one entry of one row moves by 0 to 3 times an estimate of that row's τ_i, so the cases
+    // straddle the screen's bounds and τ_i. Then the product VJP checks, on perturbed gradients.
     const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
     struct Dims {
       std::int64_t batch, m, k, n;
@@ -503,6 +513,25 @@ TEST_SUITE("checkers") {
     const double factors[] = {0.0, 0.3, 0.7, 0.95, 1.05, 1.5, 3.0};
     CheckerRng seeds(61);
     int passes = 0, fails = 0, screen_bounds = 0;
+    auto compare = [&](const RuntimeResult<CheckVerdict>& screened, const RuntimeResult<CheckVerdict>& exact) {
+      REQUIRE(screened.has_value());
+      REQUIRE(exact.has_value());
+      CHECK(screened->passed == exact->passed);
+      if (!exact->passed) {
+        ++fails;
+        CHECK(screened->worst.index == exact->worst.index);
+        CHECK(screened->worst.residual == exact->worst.residual);
+        CHECK(screened->worst.bound == exact->worst.bound);
+        CHECK(screened->worst.what == exact->worst.what);  // which gradient, for the VJP checks
+      } else {
+        ++passes;
+        // Each row's screen bound is at most its exact bound, so the worst ratio of residual to
+        // bound can only grow.
+        auto ratio = [](const CheckVerdict& v) { return v.worst.bound > 0.0 ? v.worst.residual / v.worst.bound : 0.0; };
+        CHECK(ratio(*screened) >= ratio(*exact));
+        if (ratio(*screened) > ratio(*exact)) ++screen_bounds;
+      }
+    };
     for (DType dtype : kDTypes) {
       const double u = dtype == DType::F32 ? u32 : u64;
       for (int family = 0; family < 3; ++family) {
@@ -516,7 +545,7 @@ TEST_SUITE("checkers") {
                                            dtype, seeds, lo * scale, scale);
             const Tensor b = random_tensor(linear ? std::vector<std::int64_t>{d.n, d.k} : std::vector<std::int64_t>{d.batch, d.k, d.n},
                                            dtype, seeds, lo * scale, scale);
-            const Tensor bias = random_tensor({d.n}, dtype, seeds, lo * scale, scale);
+            const Tensor bias = random_tensor({d.n}, dtype, seeds, lo * scale * scale, scale * scale);
             OpAttrs attrs;
             attrs.alpha = family == 1 ? 3.5 : -0.37;
             std::vector<Tensor> inputs{a, b};
@@ -551,26 +580,8 @@ TEST_SUITE("checkers") {
               CheckCall call{op, inputs, &moved, &attrs, nullptr, {}};
               CheckerRng screened_rng(checker_stream_seed(7, "screen", static_cast<std::uint64_t>(passes + fails)));
               CheckerRng exact_rng = screened_rng;
-              auto screened = check_product(call, screened_rng, kFreivaldsRounds, FreivaldsTolerance::Screened);
-              auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
-              REQUIRE(screened.has_value());
-              REQUIRE(exact.has_value());
-              CHECK(screened->passed == exact->passed);
-              if (!exact->passed) {
-                ++fails;
-                CHECK(screened->worst.index == exact->worst.index);
-                CHECK(screened->worst.residual == exact->worst.residual);
-                CHECK(screened->worst.bound == exact->worst.bound);
-                CHECK(screened->worst.what == exact->worst.what);
-              } else {
-                ++passes;
-                // Each row's screen bound is at most its exact bound, so the worst ratio of
-                // residual to bound can only grow, and it stays within 1.
-                auto ratio = [](const CheckVerdict& v) { return v.worst.bound > 0.0 ? v.worst.residual / v.worst.bound : 0.0; };
-                CHECK(ratio(*screened) >= ratio(*exact));
-                CHECK(ratio(*screened) <= 1.0);
-                if (ratio(*screened) > ratio(*exact)) ++screen_bounds;
-              }
+              compare(check_product(call, screened_rng, kFreivaldsRounds, FreivaldsTolerance::Screened),
+                      check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly));
             }
           }
         }
@@ -580,6 +591,45 @@ TEST_SUITE("checkers") {
     CHECK(fails > 100);
     CHECK(passes > 100);
     CHECK(screen_bounds > 50);
+
+    // The VJP checks: one entry of one gradient moved by 2^e·u·D²·W/4 with e in [-6, 6], around
+    // the size of its row's tolerance (D the gradient product's inner dim, W its row length;
+    // entries uniform in [-1, 1]).
+    const int forward_passes = passes, forward_fails = fails;
+    for (DType dtype : kDTypes) {
+      const double u = dtype == DType::F32 ? u32 : u64;
+      for (std::uint64_t trial = 0; trial < 80; ++trial) {
+        const bool linear = trial % 2 == 1;
+        const std::int64_t m = 1 + static_cast<std::int64_t>(seeds.below(6));
+        const std::int64_t k = 1 + static_cast<std::int64_t>(seeds.below(40));
+        const std::int64_t n = 1 + static_cast<std::int64_t>(seeds.below(6));
+        const Op op = linear ? Op::Linear : Op::Matmul;
+        std::vector<Tensor> inputs{random_tensor({m, k}, dtype, seeds),
+                                   random_tensor(linear ? std::vector<std::int64_t>{n, k} : std::vector<std::int64_t>{k, n},
+                                                 dtype, seeds)};
+        if (linear) inputs.push_back(random_tensor({n}, dtype, seeds));
+        const Tensor out = reference(op, inputs);
+        const Tensor g = random_tensor({m, n}, dtype, seeds);
+        std::vector<Tensor> grads = reference_vjp(op, inputs, out, g);
+        const std::size_t which = static_cast<std::size_t>(seeds.below(grads.size()));
+        // dA = G·Bᵀ (inner dim n, rows of k), dB = Aᵀ·G (inner m, rows of n), db = 1ᵀ·G (inner m).
+        const double inner = static_cast<double>(which == 0 ? n : m);
+        const double width = static_cast<double>(grads[which].dim(grads[which].rank() - 1));
+        std::vector<double> values = grads[which].to_vector();
+        const double e = static_cast<double>(seeds.below(13)) - 6.0;
+        values[static_cast<std::size_t>(seeds.below(values.size()))] += std::exp2(e) * u * inner * inner * width / 4.0;
+        grads[which] = with_values(grads[which], values);
+        INFO(to_string(dtype) << " " << to_string(op) << " VJP, gradient " << which << ", 2^" << e);
+        const OpAttrs attrs;
+        CheckCall call{op, inputs, &out, &attrs, &g, grads};
+        CheckerRng screened_rng(checker_stream_seed(7, "screen.vjp", trial));
+        CheckerRng exact_rng = screened_rng;
+        compare(check_product_vjp(call, screened_rng, kFreivaldsRounds, FreivaldsTolerance::Screened),
+                check_product_vjp(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly));
+      }
+    }
+    CHECK(fails - forward_fails > 20);
+    CHECK(passes - forward_passes > 20);
   }
 
   TEST_CASE("Freivalds misses a sign-cancelling error with probability 1/2 per round, as stated") {

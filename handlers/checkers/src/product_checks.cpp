@@ -119,14 +119,11 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
     exact_rows.resize(ix(m));
     for (std::int64_t i = 0; i < m; ++i) exact_rows[ix(i)] = i;
   } else {
-    for (std::int64_t i = 0; i < m; ++i) {
-      // |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's computed |A|·(|B|·1)),
-      // so half the largest is at most t̂_i; below 2⁻⁹⁰⁰ underflow could break that, so 0 then.
-      double top = 0.0;
-      for (std::int64_t rho = 0; rho < R; ++rho) top = std::fmax(top, std::fabs(a_dots[ix(i * R + rho)]));
-      const double t_low = top >= 0x1p-900 ? 0.5 * top : 0.0;
-      // The exact bound's first term with t_low for t̂_i: rounding is monotone, and the exact
-      // bound only multiplies that term by 1 + γ and adds non-negative terms to it.
+    // Passes row i on low = the exact bound's first term with a lower bound t_low of t̂_i in place
+    // of t̂_i: rounding is monotone, and the exact bound only multiplies that term by 1 + γ and
+    // adds non-negative terms to it. Below 2⁻⁹⁰⁰ underflow could break t_low <= t̂_i, so 0 then.
+    auto screened = [&](std::int64_t i, double t_over) {
+      const double t_low = t_over >= 0x1p-900 ? 0.5 * t_over : 0.0;
       const double low = provider * (abs_alpha * (t_low + bias_abs));
       double largest = 0.0;
       bool within = std::isfinite(low);
@@ -135,12 +132,29 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
         within = res <= low;
         largest = std::fmax(largest, res);
       }
-      if (!within) {
-        exact_rows.push_back(i);
-        continue;
-      }
       // The rounds share the row's index and bound: only the largest residual can be the worst.
-      worst.observe(largest, low, p.out_offset + i * n, what);
+      if (within) worst.observe(largest, low, p.out_offset + i * n, what);
+      return within;
+    };
+    std::vector<double> s_top;  // max_ρ |s_ρ,p| [k], made at the first row the first stage misses
+    for (std::int64_t i = 0; i < m; ++i) {
+      // First stage, free: |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's
+      // computed |A|·(|B|·1)), so half the largest is at most t̂_i.
+      double top = 0.0;
+      for (std::int64_t rho = 0; rho < R; ++rho) top = std::fmax(top, std::fabs(a_dots[ix(i * R + rho)]));
+      if (screened(i, top)) continue;
+      // Second stage, one read of A's row: Σ_p |A_ip|·max_ρ |s_ρ,p| <= F·t̂_i too, and no sign
+      // cancels in it, so a correct row whose A·s happened to cancel passes here without B
+      // being read again for |B|·1.
+      if (s_top.empty()) {
+        s_top.assign(ix(k), 0.0);
+        for (std::int64_t rho = 0; rho < R; ++rho) {
+          for (std::int64_t q = 0; q < k; ++q) s_top[ix(q)] = std::fmax(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
+        }
+      }
+      double weighted = 0.0;
+      multi_dot_rows(p.a + i * k, 1, k, k, nullptr, 0, 0, s_top.data(), nullptr, &weighted);
+      if (!screened(i, weighted)) exact_rows.push_back(i);
     }
     if (exact_rows.empty()) return;
     b_magnitudes(p, b_abs);
