@@ -2,7 +2,8 @@
 // capsule_checker_bench: what Freivalds' check adds to a matmul (docs/checkers.md, "Cost").
 // Google Benchmark programs for the unchecked and the checked float32 product at 256³ and 1024³,
 // for the reference kernel and (built with CAPSULE_TORCH_BENCH and LibTorch found) LibTorch's
-// at::matmul, then, in the same run, a best-of interleaved timing loop that prints the ratio
+// at::matmul, and the check alone (float32 and float64, with and without the screen); then, in
+// the same run, a best-of interleaved timing loop that prints the ratio
 // checked / unchecked per kernel and size against the targets (≤ 1.10 at 256³, ≤ 1.05 at 1024³).
 // Single-threaded: run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (docs/benchmarks.md).
 // Flags: --capsule_no_targets, --capsule_targets_only, besides every --benchmark_* flag.
@@ -137,6 +138,12 @@ void register_benchmarks() {
                 auto c = reference_matmul().forward(inputs, OpAttrs{});
                 if (!c) die(c.error().message);
                 const OpAttrs attrs;
+                {  // a failing check would take the exact path on every row and time that instead
+                  CheckerRng rng(checker_stream_seed(7, "only", 0));
+                  CheckCall check{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
+                  auto verdict = check_product(check, rng, kFreivaldsRounds, v.tolerance);
+                  if (!verdict || !verdict->passed) die("a correct product failed its check");
+                }
                 std::uint64_t call = 0;
                 for (auto _ : state) {
                   CheckerRng rng(checker_stream_seed(7, "only", call++));
