@@ -108,6 +108,24 @@ struct Tally {
   long caught = 0;
 };
 
+/// One matmul call checked with the registered screen and without it, on the same signs.
+struct BothWays {
+  CheckVerdict screened, exact;
+};
+
+BothWays check_both_ways(const Tensor& a, const Tensor& b, const Tensor& c, std::uint64_t stream_seed, int rounds) {
+  static const OpAttrs attrs;
+  const std::vector<Tensor> inputs{a, b};
+  CheckerRng rng(stream_seed);
+  CheckerRng exact_rng = rng;
+  CheckCall call{Op::Matmul, inputs, &c, &attrs, nullptr, {}};
+  auto screened = check_product(call, rng, rounds);
+  if (!screened) die(screened.error().message);
+  auto exact = check_product(call, exact_rng, rounds, FreivaldsTolerance::ExactOnly);
+  if (!exact) die(exact.error().message);
+  return {*screened, *exact};
+}
+
 /// Whether the screened and the exact verdict of one call disagree (see the header), printing the
 /// call when they do.
 bool disagree(const CheckVerdict& screened, const CheckVerdict& exact, const char* what) {
@@ -163,21 +181,19 @@ int main(int argc, char** argv) {
       std::vector<Tensor> inputs{random_tensor(m, k, dtype, sizes), random_tensor(k, n, dtype, sizes)};
       auto c = matmul.forward(inputs, attrs);
       if (!c) die(c.error().message);
-      CheckerRng rng(checker_stream_seed(options.seed, "power.correct", static_cast<std::uint64_t>(index)));
-      CheckerRng exact_rng = rng;
-      CheckCall call{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
-      auto verdict = check_product(call, rng, kFreivaldsRounds);
-      if (!verdict) die(verdict.error().message);
-      auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
-      if (!exact) die(exact.error().message);
-      if (exact->worst.bound > 0.0) closest = std::max(closest, exact->worst.residual / exact->worst.bound);
-      if (disagree(*verdict, *exact, "a correct product")) ++disagreements;
-      if (!verdict->passed) {
+      const BothWays both = check_both_ways(
+          inputs[0], inputs[1], *c,
+          checker_stream_seed(options.seed, "power.correct", static_cast<std::uint64_t>(index)), kFreivaldsRounds);
+      const CheckVerdict& verdict = both.screened;
+      const CheckVerdict& exact = both.exact;
+      if (exact.worst.bound > 0.0) closest = std::max(closest, exact.worst.residual / exact.worst.bound);
+      if (disagree(verdict, exact, "a correct product")) ++disagreements;
+      if (!verdict.passed) {
         ++rejected;
         std::printf("  REJECTED %s %lldx%lldx%lld: %s %lld residual %.3g bound %.3g\n", std::string(to_string(dtype)).c_str(),
                     static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
-                    verdict->worst.what.c_str(), static_cast<long long>(verdict->worst.index), verdict->worst.residual,
-                    verdict->worst.bound);
+                    verdict.worst.what.c_str(), static_cast<long long>(verdict.worst.index), verdict.worst.residual,
+                    verdict.worst.bound);
       }
     }
     std::printf("  %s: %ld products (%ld with a 1024 dimension), %ld rejected; largest residual/tau_i %.3g; "
@@ -223,16 +239,12 @@ int main(int argc, char** argv) {
           }
           auto bad = Tensor::from_values(c->shape(), dtype, values);
           if (!bad) die(bad.error().message);
-          CheckerRng rng(checker_stream_seed(options.seed, kind, static_cast<std::uint64_t>(trial)));
-          CheckerRng exact_rng = rng;
-          CheckCall call{Op::Matmul, inputs, &*bad, &attrs, nullptr, {}};
-          auto verdict = check_product(call, rng, rounds);
-          if (!verdict) die(verdict.error().message);
-          auto exact = check_product(call, exact_rng, rounds, FreivaldsTolerance::ExactOnly);
-          if (!exact) die(exact.error().message);
-          if (disagree(*verdict, *exact, kind)) ++perturbed_disagreements;
+          const BothWays both = check_both_ways(inputs[0], inputs[1], *bad,
+                                                checker_stream_seed(options.seed, kind, static_cast<std::uint64_t>(trial)),
+                                                rounds);
+          if (disagree(both.screened, both.exact, kind)) ++perturbed_disagreements;
           ++tally.trials;
-          tally.caught += verdict->passed ? 0 : 1;
+          tally.caught += both.screened.passed ? 0 : 1;
         }
         const double rate = static_cast<double>(tally.caught) / static_cast<double>(tally.trials);
         const bool single = std::strcmp(kind, "single") == 0;
@@ -262,14 +274,11 @@ int main(int argc, char** argv) {
         std::vector<Tensor> inputs{random_tensor(1, size, dtype, sizes), random_tensor(size, size, dtype, sizes)};
         auto c = matmul.forward(inputs, attrs);
         if (!c) die(c.error().message);
-        CheckerRng rng(checker_stream_seed(options.seed, "power.screen", static_cast<std::uint64_t>(trial)));
-        CheckerRng exact_rng = rng;
-        CheckCall call{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
-        auto verdict = check_product(call, rng, kFreivaldsRounds);
-        auto exact = check_product(call, exact_rng, kFreivaldsRounds, FreivaldsTolerance::ExactOnly);
-        if (!verdict || !exact) die("the screen's pass rate: a check returned an error");
-        if (!verdict->passed || !exact->passed) die("the screen's pass rate: a correct product failed");
-        screened += verdict->worst.bound < exact->worst.bound ? 1 : 0;
+        const BothWays both = check_both_ways(
+            inputs[0], inputs[1], *c,
+            checker_stream_seed(options.seed, "power.screen", static_cast<std::uint64_t>(trial)), kFreivaldsRounds);
+        if (!both.screened.passed || !both.exact.passed) die("the screen's pass rate: a correct product failed");
+        screened += both.screened.worst.bound < both.exact.worst.bound ? 1 : 0;
       }
       std::printf("  %-7s %6lld %9ld %9.4f\n", std::string(to_string(dtype)).c_str(), static_cast<long long>(size), rows,
                   static_cast<double>(screened) / static_cast<double>(rows));
