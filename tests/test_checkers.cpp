@@ -386,9 +386,10 @@ TEST_SUITE("checkers") {
     // first term (|s_ρ,p| <= (|B|·1)_p), so an error of 0.9·τ_i misses it too and goes to the
     // exact tolerance τ_i, computed here as the checker states it. It passes, with τ_i as the
     // verdict's bound (the magnitudes were computed for that row); one of 2.2·τ_i fails. B's row
-    // keeps |s_ρ,p| >= 0.1 whatever the signs (no choice of signs sums 0.1, 0.2, 0.3 and 0.7 to
-    // less), so the second stage's bound is at least 0.007·τ_i in both dtypes: an error of
-    // 0.005·τ_i passes there, on a positive bound below τ_i, without the exact path.
+    // keeps the computed |s_ρ,p| at 0.0999… or more whatever the signs (no choice of signs sums
+    // 0.1, 0.2, 0.3 and 0.7 to less), so the second stage's bound is at least 0.0069·τ_i in float64
+    // (0.038·τ_i in float32): an error of 0.005·τ_i passes there, on a positive bound below τ_i,
+    // without the exact path.
     const double u32 = std::numeric_limits<float>::epsilon() / 2.0, u64 = std::numeric_limits<double>::epsilon() / 2.0;
     for (DType dtype : kDTypes) {
       const double u = dtype == DType::F32 ? u32 : u64;

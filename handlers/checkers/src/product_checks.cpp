@@ -137,6 +137,7 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       return within;
     };
     std::vector<double> s_top;  // max_ρ |s_ρ,p| [k], made at the first row the first stage misses
+    bool have_s_top = false;
     for (std::int64_t i = 0; i < m; ++i) {
       // First stage, free: |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's
       // computed |A|·(|B|·1)), so half the largest is at most t̂_i.
@@ -146,8 +147,11 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       // Second stage, one read of A's row: Σ_p |A_ip|·max_ρ |s_ρ,p| <= F·t̂_i too, and no sign
       // cancels in it, so a correct row whose A·s happened to cancel passes here without B
       // being read again for |B|·1.
-      if (s_top.empty()) {
+      if (!have_s_top) {
+        have_s_top = true;
         s_top.assign(ix(k), 0.0);
+        // fmax drops a NaN of s, which is safe only because that NaN makes round ρ's dot, and so
+        // the residual, NaN for every row (0·NaN is NaN): such a row misses both stages.
         for (std::int64_t rho = 0; rho < R; ++rho) {
           for (std::int64_t q = 0; q < k; ++q) s_top[ix(q)] = std::fmax(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
         }
