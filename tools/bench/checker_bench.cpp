@@ -138,16 +138,15 @@ void register_benchmarks() {
                 auto c = reference_matmul().forward(inputs, OpAttrs{});
                 if (!c) die(c.error().message);
                 const OpAttrs attrs;
+                const CheckCall check{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
                 {  // a failing check would take the exact path on every row and time that instead
                   CheckerRng rng(checker_stream_seed(7, "only", 0));
-                  CheckCall check{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
                   auto verdict = check_product(check, rng, kFreivaldsRounds, v.tolerance);
                   if (!verdict || !verdict->passed) die("a correct product failed its check");
                 }
                 std::uint64_t call = 0;
                 for (auto _ : state) {
                   CheckerRng rng(checker_stream_seed(7, "only", call++));
-                  CheckCall check{Op::Matmul, inputs, &*c, &attrs, nullptr, {}};
                   benchmark::DoNotOptimize(check_product(check, rng, kFreivaldsRounds, v.tolerance));
                 }
               })
