@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // capsule_gpu_bench: our session against calling the vendor library directly, on one GPU, in one
-// process (docs/benchmarks.md, "GPU"). For each case it times R calls through
-// Session::call(vendor_cuda) and R direct calls of the same library routine with the same math
-// mode, alternating the two in rounds, and prints the median of the per-round ratios
+// process (docs/benchmarks.md, "GPU"): cuBLAS matmul and cuDNN conv2d. For each case it times R
+// calls through Session::call(vendor_cuda) and R direct calls of the same library routine with the
+// same math mode, alternating the two in rounds, and prints the median of the per-round ratios
 // ours/direct. Target: <= 1.05x at realistic sizes.
 //
 // The direct side is the library at its best: its own handle and stream, the output allocated
-// once. Ours pays what a session pays per call: the cached selection, the shape checks, a fresh
-// output from the stream-ordered pool and the after-launch error check.
+// once (for cuDNN also the plan, the workspace and the variant pack: cudnn_direct_conv.hpp). Ours
+// pays what a session pays per call: the cached selection, the shape checks, a fresh output (and
+// cuDNN workspace) from the stream-ordered pool and the after-launch error check.
 //
 // A plain program, no Google Benchmark and no Boost: it runs on a bare GPU image next to the
 // parity tests (tools/gpu-check.sh). Without a usable device it prints why and exits 2.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -24,6 +26,7 @@
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
+#include "cudnn_direct_conv.hpp"
 #include "gpu_bench_support.hpp"
 #include "gpu_ratio.hpp"
 
@@ -44,6 +47,17 @@ void expect_cublas(cublasStatus_t status, std::string_view what) {
 struct Verdict {
   int missed = 0;
 };
+
+/// Prints one comparison's line and counts a missed target.
+void report(const std::string& name, double flops, const bench::GpuRatio& timing, int rounds, int reps,
+            Verdict& verdict) {
+  const bool met = timing.median <= 1.05;
+  if (!met) ++verdict.missed;
+  std::printf("%s = %.3fx (target <= 1.05x): %s  [median of %d rounds x %d calls; best ours %.1f us (%.1f TFLOP/s), "
+              "best direct %.1f us (%.1f TFLOP/s)]\n",
+              name.c_str(), timing.median, met ? "met" : "MISSED", rounds, reps, timing.best_ours * 1e6,
+              flops / timing.best_ours / 1e12, timing.best_direct * 1e6, flops / timing.best_direct / 1e12);
+}
 
 /// Session matmul [n, n] x [n, n] against cublasSgemm on the same device buffers.
 void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdict& verdict) {
@@ -73,20 +87,44 @@ void bench_matmul(Session& session, std::int64_t n, int rounds, int reps, Verdic
   const bench::GpuRatio timing = bench::gpu_ratio(
       rounds, reps, ours, direct, [] { (void)expect(cuda_synchronize("timed session calls"), "sync"); },
       [&] { expect_cuda(cudaStreamSynchronize(stream), "sync"); });
-  const double median = timing.median;
-  const double best_ours = timing.best_ours, best_direct = timing.best_direct;
-  const bool met = median <= 1.05;
-  if (!met) ++verdict.missed;
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  std::printf("matmul f32 [%lld x %lld] x [%lld x %lld]: ours/cuBLAS direct = %.3fx (target <= 1.05x): %s  "
-              "[median of %d rounds x %d calls; best ours %.1f us (%.1f TFLOP/s), best direct %.1f us (%.1f TFLOP/s)]\n",
-              static_cast<long long>(n), static_cast<long long>(n), static_cast<long long>(n),
-              static_cast<long long>(n), median, met ? "met" : "MISSED", rounds, reps, best_ours * 1e6,
-              flops / best_ours / 1e12, best_direct * 1e6, flops / best_direct / 1e12);
+  report(str("matmul f32 [", n, " x ", n, "] x [", n, " x ", n, "]: ours/cuBLAS direct"), flops, timing, rounds, reps,
+         verdict);
 
   expect_cuda(cudaFree(c), "cudaFree");
   expect_cublas(cublasDestroy(handle), "cublasDestroy");
   expect_cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+/// Session conv2d x [batch, c, hw, hw], w [c, c, 3, 3], padding 1, no bias (a ResNet stage's
+/// shape; the bias is our own kernel, not cuDNN's) against DirectCudnnConv on the same buffers.
+void bench_conv(Session& session, std::int64_t batch, std::int64_t c, std::int64_t hw, int rounds, int reps,
+                Verdict& verdict) {
+  std::mt19937 rng(static_cast<unsigned>(c + hw));
+  const Tensor x = random_device_tensor({batch, c, hw, hw}, rng);
+  const Tensor w = random_device_tensor({c, c, 3, 3}, rng);
+  const Var vx = session.constant(x);
+  const Var vw = session.constant(w);
+  OpAttrs attrs;
+  attrs.padding = {1, 1};
+  auto ours = [&] { (void)expect(session.call(Op::Conv, {vx, vw}, attrs), "session conv"); };
+  // The plan our first call builds is the one cached line the report did not have before.
+  const std::vector<std::string> plans_before = cudnn_plan_report();
+  ours();
+  (void)expect(cuda_synchronize("the first session conv"), "sync");
+  std::string our_plan = "(no new cuDNN plan: the conv did not run through cuDNN)";
+  for (const std::string& line : cudnn_plan_report()) {
+    if (std::find(plans_before.begin(), plans_before.end(), line) == plans_before.end()) our_plan = line;
+  }
+  bench::DirectCudnnConv direct({batch, c, hw, hw}, {c, c, 3, 3}, 1, x.device_address(), w.device_address());
+  const bench::GpuRatio timing = bench::gpu_ratio(
+      rounds, reps, ours, [&] { direct.run(); },
+      [] { (void)expect(cuda_synchronize("timed session calls"), "sync"); }, [&] { direct.sync(); });
+  const double flops = 2.0 * static_cast<double>(batch * c * hw * hw) * static_cast<double>(c * 9);
+  report(str("conv2d f32 x [", batch, ", ", c, ", ", hw, ", ", hw, "] w [", c, ", ", c,
+             ", 3, 3] pad 1: ours/cuDNN direct"),
+         flops, timing, rounds, reps, verdict);
+  std::printf("  ours: %s\n  direct: %s\n", our_plan.c_str(), direct.description().c_str());
 }
 
 }  // namespace
@@ -100,7 +138,7 @@ int main(int argc, char** argv) {
   SessionOptions options;
   options.profile = "vendor_cuda";
   options.gradients = false;
-  options.preselect = {Op::Matmul};
+  options.preselect = {Op::Matmul, Op::Conv};
   Session session = expect(Session::open(workspace, handlers, std::move(options)), "opening vendor_cuda");
 
   const EnvironmentFingerprint fingerprint = cuda_fingerprint();
@@ -115,6 +153,8 @@ int main(int argc, char** argv) {
     const int reps = n >= 4096 ? 10 : 50;
     bench_matmul(session, n, rounds, quick ? reps / 5 : reps, verdict);
   }
+  bench_conv(session, 32, 64, 56, rounds, quick ? 4 : 20, verdict);
+  bench_conv(session, 32, 256, 14, rounds, quick ? 4 : 20, verdict);
   std::printf("gpu bench: %s\n", verdict.missed == 0 ? "every target met" : str(verdict.missed, " target(s) missed").c_str());
   return verdict.missed == 0 ? 0 : 3;
 }
