@@ -762,6 +762,56 @@ TEST_SUITE("libtorch.boundary") {
     CHECK(delta(Op::ScaledMatmul, [&] { (void)lib(Op::ScaledMatmul).forward(ab, {}); }) == 0);
     CHECK(delta(Op::SoftmaxMatmul, [&] { (void)lib(Op::SoftmaxMatmul).forward(ab, {}); }) == 0);
   }
+
+  TEST_CASE("libtorch_attention_route names the path the SDPA handler takes, and ATen's backend where LibTorch can say") {
+    std::mt19937_64 rng(78);
+    const Tensor q = random({1, 3, 2}, DType::F32, rng);
+    const Tensor k = random({1, 4, 2}, DType::F32, rng);
+    const Tensor v = random({1, 4, 2}, DType::F32, rng);
+    const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
+    auto route = [](const std::vector<Tensor>& inputs) {
+      RuntimeResult<std::string> r = libtorch_attention_route(inputs, {});
+      REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message));
+      return *r;
+    };
+    // The backend part: LibTorch 1.13 has no _fused_sdp_choice and says so; 2.x names a kernel.
+    const bool torch1 = libtorch_version().rfind("1.", 0) == 0;
+    auto names_backend = [&](const std::string& text) {
+      if (torch1) return text.find("backend not reported: LibTorch 1.13 has no _fused_sdp_choice") != std::string::npos;
+      return text.find(": backend ") != std::string::npos && text.find("backend error") == std::string::npos;
+    };
+    const std::string plain = route({q, k, v});
+    CHECK_MESSAGE(plain.rfind("ATen's fused SDPA, no mask: ", 0) == 0, plain);
+    CHECK_MESSAGE(names_backend(plain), plain);
+    const std::string masked = route({q, k, v, mask});
+    CHECK_MESSAGE(masked.rfind("ATen's fused SDPA under the mask, fully blocked rows zeroed after: ", 0) == 0, masked);
+    CHECK_MESSAGE(names_backend(masked), masked);
+
+    // A NaN value with a mask: the composed sum that skips blocked edges (the value at a blocked
+    // key must add nothing); the same value without a mask stays on the fused path.
+    std::vector<double> nan_values = v.to_vector();
+    nan_values[0] = kNaN;
+    const Tensor v_nan = tensor({1, 4, 2}, DType::F32, nan_values);
+    const std::string skipping = route({q, k, v_nan, mask});
+    CHECK_MESSAGE(skipping.find("then a sum that skips blocked edges") != std::string::npos, skipping);
+    CHECK_MESSAGE(route({q, k, v_nan}).rfind("ATen's fused SDPA, no mask", 0) == 0, route({q, k, v_nan}));
+    // Scores that could overflow float32: the composed product, never the fused kernel.
+    const Tensor q_huge = tensor({1, 3, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
+    const Tensor k_huge = tensor({1, 4, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
+    const std::string product = route({q_huge, k_huge, v});
+    CHECK_MESSAGE(product.find("then one product (a score could overflow") != std::string::npos, product);
+
+    // It reads the mask as a call does: one counted conversion; and it refuses what the handler
+    // refuses, with the handler's error.
+    const std::uint64_t before = libtorch_conversion_copies(Op::ScaledDotProductAttention);
+    (void)route({q, k, v, mask});
+    CHECK(libtorch_conversion_copies(Op::ScaledDotProductAttention) - before == 1);
+    const std::vector<Tensor> wrong{q, k, v, random_mask({2, 4}, DType::F32, rng)};
+    const RuntimeResult<std::string> refused = libtorch_attention_route(wrong, {});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == RuntimeCode::ShapeMismatch);
+    CHECK(lib(Op::ScaledDotProductAttention).forward(wrong, {}).error().message == refused.error().message);
+  }
 }
 
 }  // namespace capsule

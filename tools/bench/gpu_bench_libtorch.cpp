@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // capsule_gpu_bench_libtorch: LibTorch on CUDA through our session (profile libtorch_forward_cuda,
 // whose libtorch-cuda capsules run ATen on our device tensors and stream) against the same ATen
-// functions called directly, on one GPU, in one process (docs/benchmarks.md, "GPU"). Target:
-// ours/direct <= 1.05x at realistic sizes, judged as capsule_gpu_bench judges cuBLAS
-// (gpu_ratio.hpp).
+// functions called directly, on one GPU, in one process (docs/benchmarks.md, "GPU"): matmul,
+// conv2d and scaled dot-product attention, whose lines also say which computation our handler ran
+// and which SDPA backend ATen picked (libtorch_cuda_attention_route). Target: ours/direct <= 1.05x
+// at realistic sizes, judged as capsule_gpu_bench judges cuBLAS (gpu_ratio.hpp).
 //
 // The direct side is ATen at its best: tensors made once, ATen's own pool stream, its caching
 // allocator for the outputs, grad off and InferenceMode on, the math modes ours sets (no TF32,
@@ -15,6 +16,8 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -110,6 +113,52 @@ void bench_conv(Session& session, std::int64_t batch, std::int64_t c, std::int64
           [&] { (void)at::convolution(dx, dw, dbias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1); }, verdict);
 }
 
+/// scaled_dot_product_attention q, k, v [batch, heads, n, d], scale 1/sqrt(d), without and with a
+/// [n, n] mask (a random third of the keys blocked per query, none fully blocked): ours through
+/// the session against at::scaled_dot_product_attention on ATen's copies (the mask made kBool
+/// once, on the direct side's setup). Our handler pays its TorchLean checks per call: the score
+/// bound (max|q|, max|k|, read back to the host) and, with a mask, the fully-blocked-row fix.
+void bench_sdpa(Session& session, std::int64_t batch, std::int64_t heads, std::int64_t n, std::int64_t d, bool masked,
+                int rounds, int reps, Verdict& verdict) {
+  std::mt19937 rng(static_cast<unsigned>(n + d + (masked ? 1 : 0)));
+  const Tensor q = random_device_tensor({batch, heads, n, d}, rng);
+  const Tensor k = random_device_tensor({batch, heads, n, d}, rng);
+  const Tensor v = random_device_tensor({batch, heads, n, d}, rng);
+  std::vector<double> keep(static_cast<std::size_t>(n * n));
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = (i % static_cast<std::size_t>(n) == 0 || rng() % 3 != 0) ? 1.0 : 0.0;
+  const Tensor mask = expect(to_device(expect(Tensor::from_values(expect(Shape::make({n, n}), "shape"), DType::F32, keep),
+                                              "mask")),
+                             "mask to_device");
+  std::vector<Var> args{session.constant(q), session.constant(k), session.constant(v)};
+  std::vector<Tensor> operands{q, k, v};
+  if (masked) {
+    args.push_back(session.constant(mask));
+    operands.push_back(mask);
+  }
+  const OpAttrs attrs;  // scale 0: 1/sqrt(d), ATen's default
+  const std::string route = expect(libtorch_cuda_attention_route(operands, attrs), "asking the SDPA route");
+  const at::Tensor dq = aten_copy(q);
+  const at::Tensor dk = aten_copy(k);
+  const at::Tensor dv = aten_copy(v);
+  const at::Tensor allowed = at::ne(aten_copy(mask), 0);
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  const double flops = 4.0 * static_cast<double>(batch * heads) * static_cast<double>(n) * static_cast<double>(n) *
+                       static_cast<double>(d);
+  compare(str("sdpa f32 q, k, v [", batch, ", ", heads, ", ", n, ", ", d, "]", masked ? " with a [n, n] mask" : "")
+              .c_str(),
+          flops, rounds, reps,
+          [&] { (void)expect(session.call(Op::ScaledDotProductAttention, args, attrs), "session sdpa"); },
+          [&] {
+            if (masked) {
+              (void)at::scaled_dot_product_attention(dq, dk, dv, allowed);
+            } else {
+              (void)at::scaled_dot_product_attention(dq, dk, dv);
+            }
+          },
+          verdict);
+  std::printf("  ours ran: %s\n", route.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,7 +171,7 @@ int main(int argc, char** argv) {
   SessionOptions options;
   options.profile = "libtorch_forward_cuda";
   options.gradients = false;
-  options.preselect = {Op::Matmul, Op::Conv};
+  options.preselect = {Op::Matmul, Op::Conv, Op::ScaledDotProductAttention};
   Session session = expect(Session::open(workspace, handlers, std::move(options)), "opening libtorch_forward_cuda");
 
   const EnvironmentFingerprint fingerprint = cuda_fingerprint();
@@ -138,6 +187,7 @@ int main(int argc, char** argv) {
   for (const std::int64_t n : {1024, 4096}) bench_matmul(session, n, rounds, quick ? 4 : (n >= 4096 ? 10 : 50), verdict);
   bench_conv(session, 32, 64, 56, rounds, quick ? 4 : 20, verdict);
   bench_conv(session, 32, 256, 14, rounds, quick ? 4 : 20, verdict);
+  for (const bool masked : {false, true}) bench_sdpa(session, 8, 16, 1024, 64, masked, rounds, quick ? 4 : 20, verdict);
   // Which capsules ran: the plan must have chosen LibTorch's; a ratio of another provider's
   // capsule against ATen would say nothing about LibTorch on our tensors.
   const std::vector<CapsuleUse> uses = session.capsules_used();

@@ -328,31 +328,51 @@ void masked_weighted_sum_out(at::Tensor& out, const at::Tensor& w, const at::Ten
   at::where_out(out, poisoned, at::scalar_tensor(std::numeric_limits<double>::quiet_NaN(), x.options()), infinite);
 }
 
+/// Which of attention_forward's computations the operands take.
+enum class AttentionPath {
+  MaskedValues,  ///< a mask and a NaN or ±inf value: the weights, then a sum that skips blocked edges
+  Composed,      ///< a score could overflow or be NaN: the weights, then one product
+  Fused,         ///< ATen's fused SDPA, no mask
+  FusedMasked,   ///< ATen's fused SDPA under the mask, fully blocked rows zeroed after
+};
+
+AttentionPath attention_path(const Attention& p, const AttentionViews& a) {
+  // A NaN or ±inf value at a blocked key must add nothing, which no fused kernel knows.
+  if (a.allowed.defined() && !all_finite(a.v)) return AttentionPath::MaskedValues;
+  if (!fused_is_exact(p, a)) return AttentionPath::Composed;
+  return a.allowed.defined() ? AttentionPath::FusedMasked : AttentionPath::Fused;
+}
+
+/// A row with no allowed key sums no term: +0, where ATen's softmax gives NaN everywhere. Such
+/// rows are handed to ATen with every key allowed, so nothing NaN is computed for them (their
+/// gradient stays finite under autograd), and their result is replaced by zeros after.
+at::Tensor fused_mask(const at::Tensor& allowed, const at::Tensor& any_allowed) {
+  return at::logical_or(allowed, at::logical_not(any_allowed));
+}
+
 RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(const Attention p, plan_attention(inputs, attrs));
   return guarded("scaled_dot_product_attention", [&] {
     return write_new("scaled_dot_product_attention", p.out_dims, inputs[0].dtype(), [&](at::Tensor& out) {
       const AttentionViews a = attention_views(p, inputs, attrs);
       at::Tensor out3 = out.view({p.batch, p.n, p.dv});
-      if (a.allowed.defined() && !all_finite(a.v)) {
-        // A NaN or ±inf value at a blocked key must add nothing, which no fused kernel knows.
-        masked_weighted_sum_out(out3, attention_weights(p, a), a.allowed, a.v);
-        return;
+      switch (attention_path(p, a)) {
+        case AttentionPath::MaskedValues:
+          masked_weighted_sum_out(out3, attention_weights(p, a), a.allowed, a.v);
+          return;
+        case AttentionPath::Composed:
+          at::matmul_out(out3, attention_weights(p, a), a.v);
+          return;
+        case AttentionPath::Fused:
+          copy_into("scaled_dot_product_attention", out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
+          return;
+        case AttentionPath::FusedMasked: {
+          const at::Tensor any_allowed = at::any(a.allowed, -1, true);
+          at::where_out(out3, any_allowed, aten_sdpa(a.q, a.k, a.v, fused_mask(a.allowed, any_allowed), p.scale),
+                        zero_like_scalar(a.v));
+          return;
+        }
       }
-      if (!fused_is_exact(p, a)) {
-        at::matmul_out(out3, attention_weights(p, a), a.v);
-        return;
-      }
-      if (!a.allowed.defined()) {
-        copy_into("scaled_dot_product_attention", out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
-        return;
-      }
-      // A row with no allowed key sums no term: +0, where ATen's softmax gives NaN everywhere.
-      // Such rows are handed to ATen with every key allowed, so nothing NaN is computed for them
-      // (their gradient stays finite under autograd), and their result is replaced by zeros.
-      const at::Tensor any_allowed = at::any(a.allowed, -1, true);
-      const at::Tensor safe = at::logical_or(a.allowed, at::logical_not(any_allowed));
-      at::where_out(out3, any_allowed, aten_sdpa(a.q, a.k, a.v, safe, p.scale), zero_like_scalar(a.v));
     });
   });
 }
@@ -403,6 +423,29 @@ Grads attention_backward(Inputs inputs, const Tensor& output, const Tensor& grad
 
 }  // namespace
 
+RuntimeResult<std::string> attention_route(Inputs inputs, const OpAttrs& attrs) {
+  CAPSULE_TRY(const Attention p, plan_attention(inputs, attrs));
+  return guarded("scaled_dot_product_attention", [&]() -> RuntimeResult<std::string> {
+    const AttentionViews a = attention_views(p, inputs, attrs);
+    switch (attention_path(p, a)) {
+      case AttentionPath::MaskedValues:
+        return std::string("composed ATen ops: the masked softmax weights, then a sum that skips blocked edges "
+                           "(a value is NaN or infinite and keys are masked)");
+      case AttentionPath::Composed:
+        return std::string("composed ATen ops: the masked softmax weights, then one product (a score could "
+                           "overflow or a q or k entry is not finite, which ATen's fused kernel would turn into NaN)");
+      case AttentionPath::Fused:
+        return str("ATen's fused SDPA, no mask: ", aten_sdpa_backend(a.q, a.k, a.v, a.allowed, p.scale));
+      case AttentionPath::FusedMasked: {
+        const at::Tensor any_allowed = at::any(a.allowed, -1, true);
+        return str("ATen's fused SDPA under the mask, fully blocked rows zeroed after: ",
+                   aten_sdpa_backend(a.q, a.k, a.v, fused_mask(a.allowed, any_allowed), p.scale));
+      }
+    }
+    return std::string("unknown path");
+  });
+}
+
 RuntimeStatus register_attention_handlers(HandlerRegistry& registry) {
   CAPSULE_CHECK(registry.add(spec_for(Op::HardMaskedSoftmax, hard_masked_softmax_forward, hard_masked_softmax_backward)));
   CAPSULE_CHECK(registry.add(spec_for(Op::ScaledMatmul, scaled_matmul_forward, scaled_matmul_backward)));
@@ -412,3 +455,11 @@ RuntimeStatus register_attention_handlers(HandlerRegistry& registry) {
 }
 
 }  // namespace capsule::libtorch
+
+namespace capsule {
+
+RuntimeResult<std::string> libtorch_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs) {
+  return libtorch::attention_route(inputs, attrs);
+}
+
+}  // namespace capsule

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_contracts.hpp"
 #include "boundary.hpp"
 #include "capsule/handlers/cuda.hpp"
 #include "capsule/text.hpp"
@@ -267,6 +268,11 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
     add("provider.libtorch.cuda.available", str("unknown: ", std::string_view(e.what()).substr(0, 200)));
   }
   return fingerprint;
+}
+
+RuntimeResult<std::string> libtorch_cuda_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs) {
+  return libtorch::on_our_stream("scaled_dot_product_attention",
+                                 [&] { return libtorch::attention_route(inputs, attrs); });
 }
 
 }  // namespace capsule

@@ -7,6 +7,11 @@
 // scale·q·kᵀ; that adds at most about 4 roundings to each score (docs/libtorch.md bounds them).
 // Only the 1.13 branch is built and tested here; the 2.x branches are unverified until a machine
 // with LibTorch 2.x builds them.
+//
+// aten_sdpa_backend names the kernel ATen's SDPA picks: 2.0 and later ask ATen the question its
+// own dispatch asks (`_fused_sdp_choice`, whose schema is (query, key, value, attn_mask?,
+// dropout_p, is_causal, *, scale?, enable_gqa) -> int, the value of `sdp::SDPBackend`); 1.13 has
+// no such choice to ask.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,9 +22,13 @@
 #if TORCH_VERSION_MAJOR < 2
 #include <ATen/ops/_scaled_dot_product_attention.h>
 #else
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
 #endif
 #include <ATen/ops/mul.h>
+
+#include <cstdint>
+#include <string>
 
 namespace capsule::libtorch {
 
@@ -42,6 +51,35 @@ inline at::Tensor aten_sdpa(const at::Tensor& q, const at::Tensor& k, const at::
 #else
   return at::scaled_dot_product_attention(q_scaled, k, v, mask, 0.0, false);
 #endif
+#endif
+}
+
+/// The kernel ATen's SDPA runs for aten_sdpa(q, k, v, allowed, scale), by name: `sdp::SDPBackend`'s
+/// values (-1 error, 0 math, 1 flash_attention, 2 efficient_attention, 3 cudnn_attention,
+/// 4 overrideable; a later value is printed as its number), or why none can be named.
+inline std::string aten_sdpa_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& allowed, double scale) {
+#if TORCH_VERSION_MAJOR < 2
+  (void)q, (void)k, (void)v, (void)allowed, (void)scale;
+  return "backend not reported: LibTorch 1.13 has no _fused_sdp_choice to ask";
+#else
+  c10::optional<at::Tensor> mask;
+  if (allowed.defined()) mask = allowed;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  const std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, false, scale);
+#else
+  (void)scale;  // 2.0 takes no scale; the pre-scaled q aten_sdpa passes has q's shape and dtype
+  const std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, false);
+#endif
+  switch (choice) {
+    case -1: return "backend error (ATen's SDPA accepts none of its kernels for these operands)";
+    case 0: return "backend math";
+    case 1: return "backend flash_attention";
+    case 2: return "backend efficient_attention";
+    case 3: return "backend cudnn_attention";
+    case 4: return "backend overrideable";
+    default: return "backend number " + std::to_string(choice);
+  }
 #endif
 }
 

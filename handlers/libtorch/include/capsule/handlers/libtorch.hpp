@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +41,19 @@ RuntimeStatus register_libtorch_cuda_handlers(HandlerRegistry& registry);
 /// calls), whether LibTorch sees a device, and the cuDNN version it reports:
 /// `provider.libtorch.cuda.*`.
 EnvironmentFingerprint libtorch_cuda_fingerprint();
+
+/// libtorch_attention_route for device operands, asked inside the CUDA call scope the LibTorch
+/// CUDA handlers run in (our stream, our device tensors).
+RuntimeResult<std::string> libtorch_cuda_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs);
 #endif
+
+/// Which computation the LibTorch scaled_dot_product_attention handler runs for these CPU
+/// operands and attributes, in words: one of its composed paths and why, or ATen's fused SDPA and
+/// the backend ATen picks for them (`at::_fused_sdp_choice`, LibTorch 2.0 and later; 1.13 has no
+/// choice to ask, and says so). For reports and benchmarks that must name the kernel that ran. It
+/// converts the mask as a call does, and counts that conversion. Fails as the handler would on
+/// operands it refuses.
+RuntimeResult<std::string> libtorch_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs);
 
 /// Pins ATen's intra-op thread pool (tests and CTest runs use 1, so `ctest -j2` does not
 /// oversubscribe two cores).
