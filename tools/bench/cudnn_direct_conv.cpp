@@ -72,6 +72,19 @@ void finalize(cudnnBackendDescriptor_t d, const std::string& what) {
   check(cudnnBackendFinalize(d), str("finalizing the ", what));
 }
 
+/// Finalizes a heuristics query or a plan: false when cuDNN's status is a verdict on the graph
+/// (not supported, bad parameter: skip this mode or engine, as the provider does); any other
+/// failure (an allocation, an internal error) ends the run, so that a transient one never makes
+/// this side pick another engine than ours would.
+bool finalize_unless_refused(cudnnBackendDescriptor_t d, const std::string& what) {
+  const cudnnStatus_t status = cudnnBackendFinalize(d);
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
+  if (category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM) return false;
+  check(status, str("finalizing the ", what));
+  return false;
+}
+
 using Dims = std::array<std::int64_t, 4>;
 
 /// A packed NCHW float32 tensor descriptor of `dims`, 16-byte aligned.
@@ -91,7 +104,8 @@ cudnnBackendDescriptor_t packed_tensor(Descriptors& made, const std::string& wha
 
 /// Whether an engine's numerical note computes something other than the capsule declares: float32
 /// rounded below float32 (TF32 tensor cores, down-converted inputs, reduced-precision
-/// reduction), or the FFT and Winograd transforms.
+/// reduction), or the FFT and Winograd transforms. The provider's note_excludes lists the same
+/// notes; the list is written again here on purpose (see the file comment of the header).
 bool note_changes_the_computation(cudnnBackendNumericalNote_t note) {
   switch (note) {
     case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
@@ -144,7 +158,7 @@ std::vector<Proposal> proposals(Descriptors& made, cudnnBackendDescriptor_t grap
   cudnnBackendDescriptor_t heur = made.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
   set_descriptor(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "heuristics");
   set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics");
-  if (cudnnBackendFinalize(heur) != CUDNN_STATUS_SUCCESS) return {};
+  if (!finalize_unless_refused(heur, "heuristics")) return {};
   std::int64_t available = 0;
   check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available,
                                  nullptr),
@@ -250,7 +264,7 @@ DirectCudnnConv::DirectCudnnConv(const Dims& x_dims, const Dims& w_dims, std::in
       cudnnBackendDescriptor_t plan = h.made.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
       set_descriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, p.config, "execution plan");
       set(plan, kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h.handle, "execution plan");
-      if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) continue;  // this engine refuses the graph
+      if (!finalize_unless_refused(plan, "execution plan")) continue;  // this engine refuses the graph
       h.plan = plan;
       chosen = &p;
     }

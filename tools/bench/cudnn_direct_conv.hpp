@@ -5,9 +5,9 @@
 //
 // It computes what the cudnn.conv capsule declares, so the ratio measures the session's overhead
 // and not a different computation: float32 cross-correlation with a float32 compute type, and the
-// first engine of cuDNN's heuristics (mode A) whose numerical notes allow none of TF32 tensor
-// cores, down-converted inputs, reduced-precision reduction, FFT or Winograd, a deterministic one
-// first. It does not use our provider's code (handlers/cuda/src), on purpose: the peer must not
+// first engine of cuDNN's heuristics (mode A, then the fallback list) whose numerical notes allow
+// none of TF32 tensor cores, down-converted inputs, reduced-precision reduction, FFT or Winograd,
+// a deterministic one first. It does not use our provider's code (handlers/cuda/src), on purpose: the peer must not
 // share a bug or a cost with the side it is measured against.
 #pragma once
 

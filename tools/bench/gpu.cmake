@@ -14,7 +14,8 @@ if(CAPSULE_HAVE_CUDA)
   target_compile_definitions(capsule_gpu_bench PRIVATE CAPSULE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 # capsule_gpu_bench_libtorch: LibTorch on CUDA through our session against ATen called directly
-# (matmul, conv2d, scaled dot-product attention, naming the SDPA backend ATen picked); only where LibTorch has CUDA (docs/libtorch.md, "LibTorch on CUDA").
+# (matmul, conv2d, scaled dot-product attention, naming the SDPA backend ATen picked); only where
+# LibTorch has CUDA (docs/libtorch.md, "LibTorch on CUDA").
 if(CAPSULE_HAVE_LIBTORCH_CUDA)
   add_executable(capsule_gpu_bench_libtorch ${CMAKE_CURRENT_LIST_DIR}/gpu_bench_libtorch.cpp)
   target_link_libraries(capsule_gpu_bench_libtorch PRIVATE capsule::engine capsule::runtime capsule::handlers_cuda

@@ -68,9 +68,10 @@ AttentionViews attention_views(const Attention& p, Inputs inputs, const OpAttrs&
 /// order (the product, then one scaling): exactly 0 at blocked keys and on fully blocked rows.
 at::Tensor attention_weights(const Attention& p, const AttentionViews& a);
 
-/// Which computation attention_forward runs for these operands, in words: one of its composed
-/// paths and why, or ATen's fused SDPA and the backend ATen picks (aten_sdpa_backend). Converts
-/// the mask as a call does, and counts that conversion. libtorch_attention_route and its CUDA twin.
+/// Which computation attention_forward (the plain, untaped forward) runs for these operands, in
+/// words: one of its composed paths and why, or ATen's fused SDPA and the backend ATen picks
+/// (aten_sdpa_backend). Converts the mask as a call does, and counts that conversion.
+/// libtorch_attention_route and its CUDA twin.
 RuntimeResult<std::string> attention_route(Inputs inputs, const OpAttrs& attrs);
 
 }  // namespace capsule::libtorch

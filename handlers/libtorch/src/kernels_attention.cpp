@@ -462,4 +462,6 @@ RuntimeResult<std::string> libtorch_attention_route(std::span<const Tensor> inpu
   return libtorch::attention_route(inputs, attrs);
 }
 
+std::string libtorch_sdp_backend_name(std::int64_t choice) { return libtorch::sdp_backend_name(choice); }
+
 }  // namespace capsule

@@ -8,10 +8,15 @@
 // Only the 1.13 branch is built and tested here; the 2.x branches are unverified until a machine
 // with LibTorch 2.x builds them.
 //
+// 2.x's fused kernels (flash, memory-efficient, cuDNN, and the CPU flash kernel) take only 4-D
+// [batch, heads, n, d] operands and leave anything else to the composed math kernel, so the 2.x
+// branches hand ATen our 3-D [batch, n, d] views with a heads dim of 1 (views, no copy; the mask
+// [batch | 1, n, m] likewise), and drop it from the result.
+//
 // aten_sdpa_backend names the kernel ATen's SDPA picks: 2.0 and later ask ATen the question its
 // own dispatch asks (`_fused_sdp_choice`, whose schema is (query, key, value, attn_mask?,
-// dropout_p, is_causal, *, scale?, enable_gqa) -> int, the value of `sdp::SDPBackend`); 1.13 has
-// no such choice to ask.
+// dropout_p, is_causal, *, scale?, enable_gqa) -> int, the value of `sdp::SDPBackend`), on the
+// operands aten_sdpa passes; 1.13 has no such choice to ask.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,24 +44,43 @@ namespace capsule::libtorch {
 inline at::Tensor aten_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed,
                             double scale) {
   c10::optional<at::Tensor> mask;
+#if TORCH_VERSION_MAJOR < 2
   if (allowed.defined()) mask = allowed;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale);
-#else
   const auto d = q.size(-1);
   // d = 0: every score is the empty sum 0 whatever the scale, so q needs no factor.
   const at::Tensor q_scaled = d == 0 ? q : at::mul(q, scale * std::sqrt(static_cast<double>(d)));
-#if TORCH_VERSION_MAJOR < 2
   return std::get<0>(at::_scaled_dot_product_attention(q_scaled, k, v, mask, 0.0, false, false));
 #else
-  return at::scaled_dot_product_attention(q_scaled, k, v, mask, 0.0, false);
+  if (allowed.defined()) mask = allowed.unsqueeze(-3);
+#if TORCH_VERSION_MINOR >= 1 || TORCH_VERSION_MAJOR > 2
+  return at::scaled_dot_product_attention(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false, scale)
+      .squeeze(-3);
+#else
+  const auto d = q.size(-1);
+  const at::Tensor q_scaled = d == 0 ? q : at::mul(q, scale * std::sqrt(static_cast<double>(d)));
+  return at::scaled_dot_product_attention(q_scaled.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false)
+      .squeeze(-3);
 #endif
 #endif
 }
 
-/// The kernel ATen's SDPA runs for aten_sdpa(q, k, v, allowed, scale), by name: `sdp::SDPBackend`'s
-/// values (-1 error, 0 math, 1 flash_attention, 2 efficient_attention, 3 cudnn_attention,
-/// 4 overrideable; a later value is printed as its number), or why none can be named.
+/// `sdp::SDPBackend`'s name for one value of `_fused_sdp_choice` (-1 error, 0 math,
+/// 1 flash_attention, 2 efficient_attention, 3 cudnn_attention, 4 overrideable; a later value is
+/// printed as its number).
+inline std::string sdp_backend_name(std::int64_t choice) {
+  switch (choice) {
+    case -1: return "error (ATen's SDPA accepts none of its kernels for these operands)";
+    case 0: return "math";
+    case 1: return "flash_attention";
+    case 2: return "efficient_attention";
+    case 3: return "cudnn_attention";
+    case 4: return "overrideable";
+    default: return "number " + std::to_string(choice);
+  }
+}
+
+/// The kernel ATen's SDPA runs for aten_sdpa(q, k, v, allowed, scale): "backend " and
+/// sdp_backend_name, or why none can be named.
 inline std::string aten_sdpa_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const at::Tensor& allowed, double scale) {
 #if TORCH_VERSION_MAJOR < 2
@@ -64,22 +88,15 @@ inline std::string aten_sdpa_backend(const at::Tensor& q, const at::Tensor& k, c
   return "backend not reported: LibTorch 1.13 has no _fused_sdp_choice to ask";
 #else
   c10::optional<at::Tensor> mask;
-  if (allowed.defined()) mask = allowed;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-  const std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, false, scale);
+  if (allowed.defined()) mask = allowed.unsqueeze(-3);
+#if TORCH_VERSION_MINOR >= 1 || TORCH_VERSION_MAJOR > 2
+  const std::int64_t choice =
+      at::_fused_sdp_choice(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false, scale);
 #else
   (void)scale;  // 2.0 takes no scale; the pre-scaled q aten_sdpa passes has q's shape and dtype
-  const std::int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, false);
+  const std::int64_t choice = at::_fused_sdp_choice(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false);
 #endif
-  switch (choice) {
-    case -1: return "backend error (ATen's SDPA accepts none of its kernels for these operands)";
-    case 0: return "backend math";
-    case 1: return "backend flash_attention";
-    case 2: return "backend efficient_attention";
-    case 3: return "backend cudnn_attention";
-    case 4: return "backend overrideable";
-    default: return "backend number " + std::to_string(choice);
-  }
+  return "backend " + sdp_backend_name(choice);
 #endif
 }
 

@@ -47,13 +47,19 @@ EnvironmentFingerprint libtorch_cuda_fingerprint();
 RuntimeResult<std::string> libtorch_cuda_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs);
 #endif
 
-/// Which computation the LibTorch scaled_dot_product_attention handler runs for these CPU
+/// Which computation the LibTorch scaled_dot_product_attention handler's plain forward (an
+/// untaped call; an external-autograd region composes ATen ops instead) runs for these CPU
 /// operands and attributes, in words: one of its composed paths and why, or ATen's fused SDPA and
 /// the backend ATen picks for them (`at::_fused_sdp_choice`, LibTorch 2.0 and later; 1.13 has no
 /// choice to ask, and says so). For reports and benchmarks that must name the kernel that ran. It
 /// converts the mask as a call does, and counts that conversion. Fails as the handler would on
 /// operands it refuses.
 RuntimeResult<std::string> libtorch_attention_route(std::span<const Tensor> inputs, const OpAttrs& attrs);
+
+/// The name of one value of ATen's `_fused_sdp_choice` (`sdp::SDPBackend`: math,
+/// flash_attention, efficient_attention, cudnn_attention, overrideable; -1 is "error"), as
+/// libtorch_attention_route prints it; for a caller that asks ATen about its own operands.
+std::string libtorch_sdp_backend_name(std::int64_t choice);
 
 /// Pins ATen's intra-op thread pool (tests and CTest runs use 1, so `ctest -j2` does not
 /// oversubscribe two cores).
