@@ -130,10 +130,13 @@ BothWays check_both_ways(const Tensor& a, const Tensor& b, const Tensor& c, std:
 /// call when they do.
 bool disagree(const CheckVerdict& screened, const CheckVerdict& exact, const char* what) {
   auto ratio = [](const CheckVerdict& v) { return v.worst.bound > 0.0 ? v.worst.residual / v.worst.bound : 0.0; };
+  // A failing verdict's residual or bound may be NaN (a NaN residual fails); NaN on both sides is
+  // the same verdict, which != would call a disagreement.
+  auto differs = [](double a, double b) { return a != b && !(std::isnan(a) && std::isnan(b)); };
   const bool differ = screened.passed != exact.passed ||
                       (!exact.passed && (screened.worst.index != exact.worst.index ||
-                                         screened.worst.residual != exact.worst.residual ||
-                                         screened.worst.bound != exact.worst.bound)) ||
+                                         differs(screened.worst.residual, exact.worst.residual) ||
+                                         differs(screened.worst.bound, exact.worst.bound))) ||
                       (exact.passed && ratio(screened) < ratio(exact));
   if (differ) {
     std::printf("  DISAGREE %s: screened %s at %lld (residual %.17g, bound %.17g), exact %s at %lld (residual %.17g, "
