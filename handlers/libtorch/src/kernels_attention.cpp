@@ -344,10 +344,15 @@ AttentionPath attention_path(const Attention& p, const AttentionViews& a) {
 }
 
 /// A row with no allowed key sums no term: +0, where ATen's softmax gives NaN everywhere. Such
-/// rows are handed to ATen with every key allowed, so nothing NaN is computed for them (their
-/// gradient stays finite under autograd), and their result is replaced by zeros after.
-at::Tensor fused_mask(const at::Tensor& allowed, const at::Tensor& any_allowed) {
-  return at::logical_or(allowed, at::logical_not(any_allowed));
+/// rows are handed to ATen with every key allowed (`mask`), so nothing NaN is computed for them
+/// (their gradient stays finite under autograd), and their result is replaced by zeros after
+/// (where `any_allowed` is false).
+struct FusedMask {
+  at::Tensor any_allowed, mask;
+};
+FusedMask fused_mask(const at::Tensor& allowed) {
+  const at::Tensor any_allowed = at::any(allowed, -1, true);
+  return {any_allowed, at::logical_or(allowed, at::logical_not(any_allowed))};
 }
 
 RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
@@ -367,9 +372,8 @@ RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
           copy_into("scaled_dot_product_attention", out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
           return;
         case AttentionPath::FusedMasked: {
-          const at::Tensor any_allowed = at::any(a.allowed, -1, true);
-          at::where_out(out3, any_allowed, aten_sdpa(a.q, a.k, a.v, fused_mask(a.allowed, any_allowed), p.scale),
-                        zero_like_scalar(a.v));
+          const FusedMask m = fused_mask(a.allowed);
+          at::where_out(out3, m.any_allowed, aten_sdpa(a.q, a.k, a.v, m.mask, p.scale), zero_like_scalar(a.v));
           return;
         }
       }
@@ -436,11 +440,9 @@ RuntimeResult<std::string> attention_route(Inputs inputs, const OpAttrs& attrs) 
                            "overflow or a q or k entry is not finite, which ATen's fused kernel would turn into NaN)");
       case AttentionPath::Fused:
         return str("ATen's fused SDPA, no mask: ", aten_sdpa_backend(a.q, a.k, a.v, a.allowed, p.scale));
-      case AttentionPath::FusedMasked: {
-        const at::Tensor any_allowed = at::any(a.allowed, -1, true);
+      case AttentionPath::FusedMasked:
         return str("ATen's fused SDPA under the mask, fully blocked rows zeroed after: ",
-                   aten_sdpa_backend(a.q, a.k, a.v, fused_mask(a.allowed, any_allowed), p.scale));
-      }
+                   aten_sdpa_backend(a.q, a.k, a.v, fused_mask(a.allowed).mask, p.scale));
     }
     return std::string("unknown path");
   });

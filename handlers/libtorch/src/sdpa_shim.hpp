@@ -37,29 +37,40 @@
 
 namespace capsule::libtorch {
 
+#if TORCH_VERSION_MAJOR >= 2
+/// The operands the 2.x calls hand ATen: our 3-D views with a heads dim of 1 (see the file comment).
+struct FourD {
+  at::Tensor q, k, v;
+  c10::optional<at::Tensor> mask;
+};
+inline FourD four_d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed) {
+  FourD o{q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), c10::nullopt};
+  if (allowed.defined()) o.mask = allowed.unsqueeze(-3);
+  return o;
+}
+#endif
+
 /// softmax(scale·q·kᵀ over the keys `allowed` lets through)·v, by ATen's SDPA kernel: no dropout,
 /// no causal flag (a causal mask is folded into `allowed` by the caller). `allowed` is undefined or
 /// a kBool tensor broadcastable to [.., n, m], true = the key takes part. A row with no allowed key
 /// is ATen's NaN; the caller decides what such a row gives.
 inline at::Tensor aten_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed,
                             double scale) {
-  c10::optional<at::Tensor> mask;
 #if TORCH_VERSION_MAJOR < 2
+  c10::optional<at::Tensor> mask;
   if (allowed.defined()) mask = allowed;
   const auto d = q.size(-1);
   // d = 0: every score is the empty sum 0 whatever the scale, so q needs no factor.
   const at::Tensor q_scaled = d == 0 ? q : at::mul(q, scale * std::sqrt(static_cast<double>(d)));
   return std::get<0>(at::_scaled_dot_product_attention(q_scaled, k, v, mask, 0.0, false, false));
 #else
-  if (allowed.defined()) mask = allowed.unsqueeze(-3);
+  const FourD o = four_d(q, k, v, allowed);
 #if TORCH_VERSION_MINOR >= 1 || TORCH_VERSION_MAJOR > 2
-  return at::scaled_dot_product_attention(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false, scale)
-      .squeeze(-3);
+  return at::scaled_dot_product_attention(o.q, o.k, o.v, o.mask, 0.0, false, scale).squeeze(-3);
 #else
   const auto d = q.size(-1);
-  const at::Tensor q_scaled = d == 0 ? q : at::mul(q, scale * std::sqrt(static_cast<double>(d)));
-  return at::scaled_dot_product_attention(q_scaled.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false)
-      .squeeze(-3);
+  const at::Tensor q_scaled = d == 0 ? o.q : at::mul(o.q, scale * std::sqrt(static_cast<double>(d)));
+  return at::scaled_dot_product_attention(q_scaled, o.k, o.v, o.mask, 0.0, false).squeeze(-3);
 #endif
 #endif
 }
@@ -87,14 +98,12 @@ inline std::string aten_sdpa_backend(const at::Tensor& q, const at::Tensor& k, c
   (void)q, (void)k, (void)v, (void)allowed, (void)scale;
   return "backend not reported: LibTorch 1.13 has no _fused_sdp_choice to ask";
 #else
-  c10::optional<at::Tensor> mask;
-  if (allowed.defined()) mask = allowed.unsqueeze(-3);
+  const FourD o = four_d(q, k, v, allowed);
 #if TORCH_VERSION_MINOR >= 1 || TORCH_VERSION_MAJOR > 2
-  const std::int64_t choice =
-      at::_fused_sdp_choice(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false, scale);
+  const std::int64_t choice = at::_fused_sdp_choice(o.q, o.k, o.v, o.mask, 0.0, false, scale);
 #else
   (void)scale;  // 2.0 takes no scale; the pre-scaled q aten_sdpa passes has q's shape and dtype
-  const std::int64_t choice = at::_fused_sdp_choice(q.unsqueeze(-3), k.unsqueeze(-3), v.unsqueeze(-3), mask, 0.0, false);
+  const std::int64_t choice = at::_fused_sdp_choice(o.q, o.k, o.v, o.mask, 0.0, false);
 #endif
   return "backend " + sdp_backend_name(choice);
 #endif
