@@ -48,7 +48,12 @@ using RuntimeResult = Result<T, RuntimeError>;
 /// A result with no value: success or a RuntimeError.
 using RuntimeStatus = Result<std::monostate, RuntimeError>;
 
-inline Failure<RuntimeError> runtime_error(RuntimeCode code, std::string message) {
+/// Cold and out of line: a failure is the rare path of every kernel and dispatch, so the
+/// compiler predicts each branch that builds one as not taken and moves that block (the message's
+/// formatting included) out of the hot code. A call through a kernel then touches fewer
+/// instruction cache lines, which is most of its cost when a heavy op ran just before and left
+/// the caches cold (docs/benchmarks.md, "The LibTorch provider's overhead").
+[[gnu::cold, gnu::noinline]] inline Failure<RuntimeError> runtime_error(RuntimeCode code, std::string message) {
   return Failure<RuntimeError>{RuntimeError{code, std::move(message)}};
 }
 
@@ -60,12 +65,12 @@ inline Failure<RuntimeError> runtime_error(RuntimeCode code, std::string message
 #define CAPSULE_CONCAT(a, b) CAPSULE_CONCAT_INNER(a, b)
 #define CAPSULE_TRY_IMPL(tmp, lhs, expr)             \
   auto tmp = (expr);                                 \
-  if (!tmp) return ::capsule::fail(std::move(tmp).error()); \
+  if (!tmp) [[unlikely]] return ::capsule::fail(std::move(tmp).error()); \
   lhs = std::move(tmp).value()
 #define CAPSULE_TRY(lhs, expr) CAPSULE_TRY_IMPL(CAPSULE_CONCAT(capsule_try_, __LINE__), lhs, expr)
 /// Returns the error of a RuntimeStatus (or any Result) from the enclosing function.
 #define CAPSULE_CHECK(expr)                                                   \
   do {                                                                        \
     auto capsule_check_result = (expr);                                       \
-    if (!capsule_check_result) return ::capsule::fail(std::move(capsule_check_result).error()); \
+    if (!capsule_check_result) [[unlikely]] return ::capsule::fail(std::move(capsule_check_result).error()); \
   } while (false)
