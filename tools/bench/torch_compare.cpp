@@ -16,7 +16,9 @@
 //   5. the provider's overhead per call: Session::call into the LibTorch handler against the same
 //      ATen function called directly, functional and `*_out` forms, for add [64, 64], matmul
 //      64x64x64 and conv2d; overhead over the functional form <= 300 ns, and for the matmul
-//      ours / ATen <= 1.2x;
+//      ours / ATen <= 1.2x. Each case adds a line without a target: the same pairs with L1d and
+//      L2 evicted before every call (EvictedCaches), which shows how the overhead grows when a
+//      heavy call has left the caches cold;
 //   6. the MLP Adam step of 3 under libtorch_cpu (LibTorch forward and adjoint kernels, our tape)
 //      against torch::nn, reported without a target.
 //   The header then also prints the provider's fingerprint entries (its BLAS, core and threads).
@@ -309,10 +311,24 @@ double time_one_call(F& body) {
   return std::chrono::duration<double, std::nano>(stop - start).count();
 }
 
-template <class TheirsScope = Unscoped, class Ours, class Theirs>
+/// Made before a timed call (time_one_call's Scope): walks a buffer four times the size of this
+/// CPU's L2 cache (4 MiB, more than the 1 MiB of a Zen 4 core), so the call starts with L1d and
+/// L2 holding none of its data and, L2 being unified, none of its code beyond what L1i keeps. A
+/// heavy call (the large conv2d's im2col buffer and output) leaves its successor in about that
+/// state; this shows what the same fixed work costs there when the op itself is small.
+struct EvictedCaches {
+  EvictedCaches() {
+    static std::vector<unsigned char> walk(std::size_t{4} << 20, 1);
+    unsigned sum = 0;
+    for (std::size_t i = 0; i < walk.size(); i += 64) sum += walk[i]++;
+    benchmark::DoNotOptimize(sum);
+  }
+};
+
+template <class TheirsScope = Unscoped, class OursScope = Unscoped, class Ours, class Theirs>
 PairedCalls compare_calls(std::int64_t pairs, Ours&& ours, Theirs&& theirs) {
   for (std::int64_t i = 0; i < std::max<std::int64_t>(pairs / 10, 1); ++i) {
-    time_one_call<Unscoped>(ours);
+    time_one_call<OursScope>(ours);
     time_one_call<TheirsScope>(theirs);
   }
   std::vector<double> a(static_cast<std::size_t>(pairs));
@@ -320,11 +336,11 @@ PairedCalls compare_calls(std::int64_t pairs, Ours&& ours, Theirs&& theirs) {
   std::vector<double> differences(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (i % 2 == 0) {
-      a[i] = time_one_call<Unscoped>(ours);
+      a[i] = time_one_call<OursScope>(ours);
       b[i] = time_one_call<TheirsScope>(theirs);
     } else {
       b[i] = time_one_call<TheirsScope>(theirs);
-      a[i] = time_one_call<Unscoped>(ours);
+      a[i] = time_one_call<OursScope>(ours);
     }
     differences[i] = a[i] - b[i];
   }
@@ -720,6 +736,15 @@ void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& 
               duration(fn_inference.theirs).c_str(), fn_inference.overhead);
   std::printf("  ours: %s; %llu boundary copies per call\n", capsules_line(session).c_str(),
               static_cast<unsigned long long>(copies_per_call));
+  // The same pairs with L1d and L2 evicted before each call (both sides, untimed), against the
+  // functional form with grad off: no target, it attributes the overhead's growth with a heavy
+  // call's working set (docs/benchmarks.md). Fewer pairs: each eviction walks 4 MiB.
+  const PairedCalls cold =
+      compare_calls<EvictedCaches, EvictedCaches>(std::min<std::int64_t>(pairs, 20'000), ours, functional);
+  std::printf("  with L1d and L2 evicted before each call: ours %s/call, ATen functional %s: overhead %+.0f ns "
+              "(95%% CI %+.0f to %+.0f; info, no target)  [medians of %lld pairs]\n",
+              duration(cold.ours).c_str(), duration(cold.theirs).c_str(), cold.overhead, cold.overhead_low,
+              cold.overhead_high, static_cast<long long>(cold.pairs));
 }
 
 /// The same memory as our tensor, not a copy: ATen's side of an overhead case reads exactly the
