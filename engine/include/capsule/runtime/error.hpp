@@ -52,7 +52,7 @@ using RuntimeStatus = Result<std::monostate, RuntimeError>;
 /// compiler predicts each branch that builds one as not taken and moves that block (the message's
 /// formatting included) out of the hot code. A call through a kernel then touches fewer
 /// instruction cache lines, which is most of its cost when a heavy op ran just before and left
-/// the caches cold (docs/benchmarks.md, "The LibTorch provider's overhead").
+/// the caches cold (docs/benchmarks.md, "The LibTorch provider's overhead (issue 10)").
 [[gnu::cold, gnu::noinline]] inline Failure<RuntimeError> runtime_error(RuntimeCode code, std::string message) {
   return Failure<RuntimeError>{RuntimeError{code, std::move(message)}};
 }
