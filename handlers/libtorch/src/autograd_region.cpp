@@ -83,7 +83,7 @@ std::array<std::atomic<std::uint64_t>, kOpCount>& result_copies() {
 /// `result` is a view of borrowed memory (our inputs or output gradient) or not contiguous. The
 /// graph only reads what it saved, so nothing writes the adopted elements afterwards.
 RuntimeResult<Tensor> adopt_result(Op op, const at::Tensor& result, DType dtype, std::span<const at::Tensor> borrowed) {
-  CAPSULE_TRY(TakenResult taken, take_aten_result(to_string(op), result, dtype, borrowed));
+  CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
   if (taken.copied) result_copies()[static_cast<std::size_t>(op)].fetch_add(1);
   return std::move(taken.tensor);
 }

@@ -7,65 +7,29 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 
 namespace capsule::libtorch {
 namespace {
 
-/// One op's boundary counters. Atomic, so a handler counts without taking the ledger's lock.
+/// One op's boundary counters. Atomic, so a handler counts without taking a lock.
 struct OpCopyCounters {
   std::atomic<std::uint64_t> conversions{0};
   std::atomic<std::uint64_t> materialisations{0};
   std::atomic<std::uint64_t> adoptions{0};
 };
 
-/// Every boundary copy so far, keyed by the op name the handler passes. Keyed by name rather than
-/// by a table of ops, so a handler added later is counted without registering anything. Entries
-/// are never removed, so a pointer to one stays valid for the life of the process.
-struct CopyLedger {
-  std::mutex mutex;
-  std::map<std::string, std::unique_ptr<OpCopyCounters>, std::less<>> by_op;
-};
+/// Every boundary copy so far, indexed by op: every adopted output is counted, and the map keyed
+/// by the op's name that this replaced cost a hash and a string comparison per count, a measurable
+/// part of a small conv2d call's overhead (docs/benchmarks.md). A handler added later is counted
+/// without registering anything: every op has its slot.
+std::array<OpCopyCounters, kOpCount> copy_ledger;
 
-CopyLedger& copy_ledger() {
-  static CopyLedger ledger;
-  return ledger;
-}
-
-OpCopyCounters& ledger_entry(std::string_view op) {
-  CopyLedger& ledger = copy_ledger();
-  const std::lock_guard lock(ledger.mutex);
-  auto it = ledger.by_op.find(op);
-  if (it == ledger.by_op.end()) it = ledger.by_op.emplace(std::string(op), std::make_unique<OpCopyCounters>()).first;
-  return *it->second;
-}
-
-/// The counters of `op`, through a per-thread cache, direct-mapped by the name's hash: every
-/// adopted output is counted, and the ledger's lock and map lookup were a measurable part of a
-/// small conv2d call's overhead (docs/benchmarks.md). A hit is one hash and one comparison; a miss
-/// (a thread's first count of an op, or two ops sharing a slot) takes the lock once.
-OpCopyCounters& counters_of(std::string_view op) {
-  struct Cached {
-    std::string op;
-    OpCopyCounters* counters = nullptr;
-  };
-  constexpr std::size_t kSlots = 64;  // more than there are ops, so collisions stay rare
-  thread_local std::array<Cached, kSlots> cache;
-  Cached& slot = cache[std::hash<std::string_view>{}(op) % kSlots];
-  if (slot.counters == nullptr || slot.op != op) {
-    slot.counters = &ledger_entry(op);
-    slot.op = std::string(op);
-  }
-  return *slot.counters;
-}
-
-void count_copy(std::string_view op, std::atomic<std::uint64_t> OpCopyCounters::*kind) {
-  (counters_of(op).*kind).fetch_add(1, std::memory_order_relaxed);
+void count_copy(Op op, std::atomic<std::uint64_t> OpCopyCounters::*kind) {
+  (copy_ledger[static_cast<std::size_t>(op)].*kind).fetch_add(1, std::memory_order_relaxed);
 }
 
 at::IntArrayRef dims_of(const Tensor& t) {
@@ -242,12 +206,12 @@ RuntimeResult<Tensor> new_tensor(std::span<const std::int64_t> dims, DType dtype
 
 RuntimeResult<Tensor> new_like(const Tensor& like) { return new_on_call_device(like.shape(), like.dtype()); }
 
-RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype) {
+RuntimeResult<Tensor> copy_out(Op op, const at::Tensor& result, DType dtype) {
   const std::vector<std::int64_t> dims = result.sizes().vec();
-  return write_new(op, dims, dtype, [&](at::Tensor& written) { copy_into(op, written, result); });
+  return write_new(to_string(op), dims, dtype, [&](at::Tensor& written) { copy_into(op, written, result); });
 }
 
-void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source) {
+void copy_into(Op op, at::Tensor& out, const at::Tensor& source) {
   out.copy_(source);
   count_copy(op, &OpCopyCounters::materialisations);
 }
@@ -271,7 +235,7 @@ bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
 
 }  // namespace
 
-RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tensor& result, DType dtype,
+RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DType dtype,
                                             std::span<const at::Tensor> borrowed) {
   // Detached so that a result of an external-autograd region keeps no graph alive. A plain
   // handler's result, computed with grad off below the Autograd kernels, has none: it is kept as
@@ -282,7 +246,7 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
   const Device device = call_device();
   if (owned.scalar_type() != aten_dtype(dtype) || owned.device() != aten_device(device)) {
     return runtime_error(RuntimeCode::DTypeMismatch,
-                         str("LibTorch ", op, ": ATen returned ", std::string(c10::toString(owned.scalar_type())),
+                         str("LibTorch ", to_string(op), ": ATen returned ", std::string(c10::toString(owned.scalar_type())),
                              " on ", owned.device().str(), "; expected ", to_string(dtype), " on ",
                              aten_device(device).str()));
   }
@@ -304,7 +268,7 @@ RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tenso
   return taken;
 }
 
-RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
+RuntimeResult<Tensor> adopt_out(Op op, const at::Tensor& result, DType dtype,
                                 std::span<const at::Tensor> borrowed) {
   CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
   // A copy is a clone ATen allocated, adopted in turn: both are counted.
@@ -319,7 +283,7 @@ Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
   return runtime_error(RuntimeCode::InvalidArgument, str("LibTorch ", op, ": ATen rejected the call: ", line));
 }
 
-void count_conversion(Op op) { count_copy(to_string(op), &OpCopyCounters::conversions); }
+void count_conversion(Op op) { count_copy(op, &OpCopyCounters::conversions); }
 
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
   HandlerSpec spec;
@@ -355,23 +319,20 @@ void set_libtorch_threads(int threads) { at::set_num_threads(threads); }
 std::string libtorch_version() { return TORCH_VERSION; }
 
 std::uint64_t libtorch_conversion_copies(Op op) {
-  libtorch::CopyLedger& ledger = libtorch::copy_ledger();
-  const std::lock_guard lock(ledger.mutex);
-  const auto it = ledger.by_op.find(to_string(op));
-  return it == ledger.by_op.end() ? 0 : it->second->conversions.load(std::memory_order_relaxed);
+  return libtorch::copy_ledger[static_cast<std::size_t>(op)].conversions.load(std::memory_order_relaxed);
 }
 
 std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies() {
-  libtorch::CopyLedger& ledger = libtorch::copy_ledger();
-  const std::lock_guard lock(ledger.mutex);
   std::vector<LibTorchBoundaryCopies> copies;
-  for (const auto& [op, counters] : ledger.by_op) {
-    LibTorchBoundaryCopies entry{op};
-    entry.conversions = counters->conversions.load(std::memory_order_relaxed);
-    entry.materialisations = counters->materialisations.load(std::memory_order_relaxed);
-    entry.adoptions = counters->adoptions.load(std::memory_order_relaxed);
-    copies.push_back(std::move(entry));
+  for (std::size_t i = 0; i < kOpCount; ++i) {
+    const libtorch::OpCopyCounters& counters = libtorch::copy_ledger[i];
+    LibTorchBoundaryCopies entry{std::string(to_string(static_cast<Op>(i)))};
+    entry.conversions = counters.conversions.load(std::memory_order_relaxed);
+    entry.materialisations = counters.materialisations.load(std::memory_order_relaxed);
+    entry.adoptions = counters.adoptions.load(std::memory_order_relaxed);
+    if (entry.conversions + entry.materialisations + entry.adoptions > 0) copies.push_back(std::move(entry));
   }
+  std::sort(copies.begin(), copies.end(), [](const auto& a, const auto& b) { return a.op < b.op; });
   return copies;
 }
 

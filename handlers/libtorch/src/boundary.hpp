@@ -137,12 +137,12 @@ RuntimeResult<Tensor> write_new(std::string_view op, std::span<const std::int64_
 
 /// Copies `source` (a view, or a buffer ATen allocated) into `out`, an output of ours, and counts
 /// that copy against `op` (libtorch_boundary_copies). Handlers never call `copy_` themselves.
-void copy_into(std::string_view op, at::Tensor& out, const at::Tensor& source);
+void copy_into(Op op, at::Tensor& out, const at::Tensor& source);
 
 /// Copies an ATen result (a view or an ATen-allocated intermediate) into a fresh output of ours,
 /// and counts that copy against `op` (libtorch_boundary_copies): every copy into our storage
-/// goes through here, so none is silent. `op` is the op's name (to_string(Op)).
-RuntimeResult<Tensor> copy_out(std::string_view op, const at::Tensor& result, DType dtype);
+/// goes through here, so none is silent.
+RuntimeResult<Tensor> copy_out(Op op, const at::Tensor& result, DType dtype);
 
 /// One of our tensors over an ATen result, and whether it took a copy.
 struct TakenResult {
@@ -157,14 +157,14 @@ struct TakenResult {
 /// Otherwise copied once into storage of its own (`copied`). A result of another dtype or device
 /// is an error. Nothing writes the adopted elements afterwards: the kept tensor is never handed to
 /// an ATen call (a later op that reads the tensor wraps it anew), so they are as immutable as ours.
-RuntimeResult<TakenResult> take_aten_result(std::string_view op, const at::Tensor& result, DType dtype,
+RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DType dtype,
                                             std::span<const at::Tensor> borrowed);
 
 /// take_aten_result for a plain handler whose ATen function has no CPU kernel that writes a
 /// caller's buffer (convolution and its backward, max_pool): counts the adoption against `op`
 /// (libtorch_boundary_copies), and the copy as a materialisation when it fell back to one (the
 /// clone is ATen's buffer, adopted in turn).
-RuntimeResult<Tensor> adopt_out(std::string_view op, const at::Tensor& result, DType dtype,
+RuntimeResult<Tensor> adopt_out(Op op, const at::Tensor& result, DType dtype,
                                 std::span<const at::Tensor> borrowed);
 
 /// The error for an exception ATen threw inside `op`'s handler: its first message line only

@@ -369,7 +369,7 @@ RuntimeResult<Tensor> attention_forward(Inputs inputs, const OpAttrs& attrs) {
           at::matmul_out(out3, attention_weights(p, a), a.v);
           return;
         case AttentionPath::Fused:
-          copy_into("scaled_dot_product_attention", out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
+          copy_into(Op::ScaledDotProductAttention, out3, aten_sdpa(a.q, a.k, a.v, a.allowed, p.scale));
           return;
         case AttentionPath::FusedMasked: {
           const FusedMask m = fused_mask(a.allowed);

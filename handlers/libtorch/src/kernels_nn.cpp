@@ -177,7 +177,7 @@ RuntimeResult<Tensor> mse_loss_forward(Inputs inputs, const OpAttrs& /*attrs*/) 
     // LibTorch 1.13's mse_loss_out resizes a reduced output to the input's shape first (and so
     // fails on our fixed buffer): the scalar is computed by ATen and copied into ours.
     return write_new("mse_loss", std::span<const std::int64_t>{}, inputs[0].dtype(), [&](at::Tensor& out) {
-      copy_into("mse_loss", out, at::mse_loss(view_input(inputs[0]), view_input(inputs[1]), at::Reduction::Mean));
+      copy_into(Op::MseLoss, out, at::mse_loss(view_input(inputs[0]), view_input(inputs[1]), at::Reduction::Mean));
     });
   });
 }
@@ -246,7 +246,7 @@ RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
                                          win.padding, win.dilation, kTransposed, win.output_padding, attrs.groups);
     // ATen's CPU convolution has no kernel that writes a caller's buffer: the output ATen
     // allocated is adopted as ours, without a copy (docs/libtorch.md, "Copies at the boundary").
-    return adopt_out(op, from_2d(y, win.one_d), inputs[0].dtype(), read);
+    return adopt_out(kOp, from_2d(y, win.one_d), inputs[0].dtype(), read);
   });
 }
 
@@ -267,11 +267,11 @@ Grads conv_backward(Inputs inputs, const Tensor& output, const Tensor& grad, con
                                                  win.stride, win.padding, win.dilation, kTransposed,
                                                  win.output_padding, attrs.groups, {true, true, with_bias});
     // As the forward: ATen allocates the gradients, which are adopted.
-    CAPSULE_TRY(Tensor dx, adopt_out(op, from_2d(gx, win.one_d), grad.dtype(), read));
-    CAPSULE_TRY(Tensor dw, adopt_out(op, from_2d(gw, win.one_d), grad.dtype(), read));
+    CAPSULE_TRY(Tensor dx, adopt_out(kOp, from_2d(gx, win.one_d), grad.dtype(), read));
+    CAPSULE_TRY(Tensor dw, adopt_out(kOp, from_2d(gw, win.one_d), grad.dtype(), read));
     std::vector<Tensor> grads{dx, dw};
     if (with_bias) {
-      CAPSULE_TRY(Tensor db, adopt_out(op, gb, grad.dtype(), read));
+      CAPSULE_TRY(Tensor db, adopt_out(kOp, gb, grad.dtype(), read));
       grads.push_back(db);
     } else if (inputs.size() == 3) {
       grads.emplace_back();
@@ -293,7 +293,7 @@ RuntimeResult<SavingForwardResult> max_pool_forward_saving(Inputs inputs, const 
     auto [y, indices] = at::max_pool2d_with_indices(as_2d(x, win.one_d), win.kernel, win.stride, win.padding,
                                                     win.dilation, false);
     // No CPU out kernel writes both results into a caller's buffers: ATen's output is adopted.
-    CAPSULE_TRY(Tensor out, adopt_out("max_pool", from_2d(y, win.one_d), inputs[0].dtype(), std::span(&x, 1)));
+    CAPSULE_TRY(Tensor out, adopt_out(Op::MaxPool, from_2d(y, win.one_d), inputs[0].dtype(), std::span(&x, 1)));
     auto state = std::make_unique<PoolState>();
     state->indices = indices;
     return SavingForwardResult{out, std::move(state)};
@@ -436,7 +436,7 @@ RuntimeResult<std::vector<std::int64_t>> reshape_dims(const Tensor& x, const OpA
 RuntimeResult<Tensor> reshape_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs("reshape", inputs, 1, 1));
   CAPSULE_TRY(std::vector<std::int64_t> dims, reshape_dims(inputs[0], attrs));
-  return guarded("reshape", [&] { return copy_out("reshape", view_input(inputs[0]).reshape(dims), inputs[0].dtype()); });
+  return guarded("reshape", [&] { return copy_out(Op::Reshape, view_input(inputs[0]).reshape(dims), inputs[0].dtype()); });
 }
 
 Grads reshape_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& /*attrs*/) {
@@ -444,7 +444,7 @@ Grads reshape_backward(Inputs inputs, const Tensor& output, const Tensor& grad, 
   CAPSULE_CHECK(expect_grad("reshape", inputs, output, grad));
   const std::vector<std::int64_t> dims = inputs[0].shape().to_vector();
   return guarded("reshape", [&]() -> Grads {
-    CAPSULE_TRY(Tensor gx, copy_out("reshape", view_input(grad).reshape(dims), grad.dtype()));
+    CAPSULE_TRY(Tensor gx, copy_out(Op::Reshape, view_input(grad).reshape(dims), grad.dtype()));
     return std::vector<Tensor>{gx};
   });
 }
@@ -466,7 +466,7 @@ RuntimeStatus expect_permutation(const Tensor& x, const OpAttrs& attrs) {
 RuntimeResult<Tensor> permute_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_inputs("permute", inputs, 1, 1));
   CAPSULE_CHECK(expect_permutation(inputs[0], attrs));
-  return guarded("permute", [&] { return copy_out("permute", view_input(inputs[0]).permute(attrs.axes), inputs[0].dtype()); });
+  return guarded("permute", [&] { return copy_out(Op::Permute, view_input(inputs[0]).permute(attrs.axes), inputs[0].dtype()); });
 }
 
 Grads permute_backward(Inputs inputs, const Tensor& output, const Tensor& grad, const OpAttrs& attrs) {
@@ -480,7 +480,7 @@ Grads permute_backward(Inputs inputs, const Tensor& output, const Tensor& grad, 
     inverse[static_cast<std::size_t>(a)] = static_cast<std::int64_t>(d);
   }
   return guarded("permute", [&]() -> Grads {
-    CAPSULE_TRY(Tensor gx, copy_out("permute", view_input(grad).permute(inverse), grad.dtype()));
+    CAPSULE_TRY(Tensor gx, copy_out(Op::Permute, view_input(grad).permute(inverse), grad.dtype()));
     return std::vector<Tensor>{gx};
   });
 }
@@ -504,7 +504,7 @@ RuntimeResult<Tensor> broadcast_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_CHECK(expect_broadcast(inputs[0], attrs));
   return guarded("broadcast", [&] {
     return write_new("broadcast", attrs.shape, inputs[0].dtype(), [&](at::Tensor& out) {
-      copy_into("broadcast", out, view_input(inputs[0]).expand(attrs.shape));
+      copy_into(Op::Broadcast, out, view_input(inputs[0]).expand(attrs.shape));
     });
   });
 }
@@ -523,7 +523,7 @@ Grads broadcast_backward(Inputs inputs, const Tensor& output, const Tensor& grad
     const at::Tensor g = view_input(grad);
     const at::Tensor reduced = summed.empty() ? g : at::sum(g, summed, true);
     CAPSULE_TRY(Tensor gx, write_like("broadcast", x, [&](at::Tensor& out) {
-      copy_into("broadcast", out, reduced.reshape(out.sizes()));
+      copy_into(Op::Broadcast, out, reduced.reshape(out.sizes()));
     }));
     return std::vector<Tensor>{gx};
   });

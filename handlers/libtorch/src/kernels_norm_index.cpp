@@ -131,7 +131,7 @@ RuntimeResult<std::unique_ptr<NormState>> norm_into(Op op, Inputs inputs, const 
     auto [y, mean, invstd] = at::native_batch_norm(x, optional_input(inputs, 1), optional_input(inputs, 2),
                                                    c10::nullopt, c10::nullopt, /*training=*/true, /*momentum=*/0.0,
                                                    plan.eps);
-    copy_into("batch_norm", out, y);
+    copy_into(Op::BatchNorm, out, y);
     state->mean = mean;
     state->rstd = invstd;
   } else {
@@ -204,12 +204,12 @@ Grads norm_backward_saved(Inputs inputs, const Tensor& output, const Tensor& gra
                                              /*train=*/true, plan.eps, wanted)
             : at::native_layer_norm_backward(g, x, {x.size(-1)}, state->mean, state->rstd, gamma,
                                              optional_input(inputs, 2), wanted);
-    CAPSULE_TRY(grads[0], write_like(op, inputs[0], [&](at::Tensor& out) { copy_into(op, out, dx); }));
+    CAPSULE_TRY(grads[0], write_like(op, inputs[0], [&](at::Tensor& out) { copy_into(kOp, out, dx); }));
     if (with_gamma) {
-      CAPSULE_TRY(grads[1], write_like(op, inputs[1], [&](at::Tensor& out) { copy_into(op, out, dgamma); }));
+      CAPSULE_TRY(grads[1], write_like(op, inputs[1], [&](at::Tensor& out) { copy_into(kOp, out, dgamma); }));
     }
     if (with_beta) {
-      CAPSULE_TRY(grads[2], write_like(op, inputs[2], [&](at::Tensor& out) { copy_into(op, out, dbeta); }));
+      CAPSULE_TRY(grads[2], write_like(op, inputs[2], [&](at::Tensor& out) { copy_into(kOp, out, dbeta); }));
     }
     return grads;
   });
@@ -322,7 +322,7 @@ Grads scatter_add_backward(Inputs inputs, const Tensor& output, const Tensor& gr
   CAPSULE_CHECK(expect_grad("scatter_add", inputs, output, grad));
   return guarded("scatter_add", [&]() -> Grads {
     const at::Tensor g = view_input(grad);
-    CAPSULE_TRY(Tensor gbase, write_like("scatter_add", inputs[0], [&](at::Tensor& out) { copy_into("scatter_add", out, g); }));
+    CAPSULE_TRY(Tensor gbase, write_like("scatter_add", inputs[0], [&](at::Tensor& out) { copy_into(Op::ScatterAdd, out, g); }));
     CAPSULE_TRY(Tensor gsrc, write_like("scatter_add", inputs[1], [&](at::Tensor& out) {
       at::index_select_out(out, g, static_cast<std::int64_t>(axis), index_tensor(Op::ScatterAdd, attrs));
     }));
@@ -388,7 +388,7 @@ Grads concat_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
     for (const Tensor& t : inputs) {
       const std::int64_t length = t.dim(plan.first);
       CAPSULE_TRY(Tensor dx, write_like("concat", t, [&](at::Tensor& out) {
-        copy_into("concat", out, g.narrow(axis, start, length));
+        copy_into(Op::Concat, out, g.narrow(axis, start, length));
       }));
       grads.push_back(dx);
       start += length;
@@ -420,7 +420,7 @@ RuntimeResult<Tensor> slice_forward(Inputs inputs, const OpAttrs& attrs) {
   CAPSULE_TRY(std::size_t axis, slice_axis(inputs, attrs));
   return guarded("slice", [&] {
     const at::Tensor view = view_input(inputs[0]).slice(static_cast<std::int64_t>(axis), attrs.start, attrs.end);
-    return copy_out("slice", view, inputs[0].dtype());
+    return copy_out(Op::Slice, view, inputs[0].dtype());
   });
 }
 

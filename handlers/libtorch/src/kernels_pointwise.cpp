@@ -94,13 +94,13 @@ Grads binary_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
     const at::Tensor b = view_input(inputs[1]);
     const at::Tensor g = view_input(grad);
     CAPSULE_TRY(Tensor ga, write_like(op, grad, [&](at::Tensor& out) {
-      if constexpr (kOp == Op::Add || kOp == Op::Sub) copy_into(op, out, g);
+      if constexpr (kOp == Op::Add || kOp == Op::Sub) copy_into(kOp, out, g);
       else if constexpr (kOp == Op::Mul) at::mul_out(out, g, b);
       else if constexpr (kOp == Op::Div) at::div_out(out, g, b);
       else at::where_out(out, selects_a(kOp, a, b), g, at::zeros_like(g));
     }));
     CAPSULE_TRY(Tensor gb, write_like(op, grad, [&](at::Tensor& out) {
-      if constexpr (kOp == Op::Add) copy_into(op, out, g);
+      if constexpr (kOp == Op::Add) copy_into(kOp, out, g);
       else if constexpr (kOp == Op::Sub) at::neg_out(out, g);
       else if constexpr (kOp == Op::Mul) at::mul_out(out, g, a);
       // ATen's order, −g·((a/b)/b): see docs/libtorch.md for where it leaves the finite range
@@ -272,7 +272,7 @@ RuntimeResult<Tensor> reduce_forward(Inputs inputs, const OpAttrs& attrs) {
     return write_new(to_string(kOp), out_dims, inputs[0].dtype(), [&](at::Tensor& out) {
       const at::Tensor x = view_input(inputs[0]);
       if (dims.empty()) {
-        copy_into(to_string(kOp), out, x);  // a rank-0 input: nothing to reduce
+        copy_into(kOp, out, x);  // a rank-0 input: nothing to reduce
       } else if constexpr (kOp == Op::ReduceSum) {
         at::sum_out(out, x, dims, attrs.keepdim);
       } else {
@@ -298,7 +298,7 @@ Grads reduce_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
     for (const std::int64_t d : dims) count *= inputs[0].dim(static_cast<std::size_t>(d));
     CAPSULE_TRY(Tensor gx, write_like(op, inputs[0], [&](at::Tensor& out) {
       const at::Tensor spread = g.expand(out.sizes());
-      if constexpr (kOp == Op::ReduceSum) copy_into(op, out, spread);
+      if constexpr (kOp == Op::ReduceSum) copy_into(kOp, out, spread);
       else at::div_out(out, spread, at::scalar_tensor(static_cast<double>(count), g.options()));
     }));
     return std::vector<Tensor>{gx};
