@@ -946,6 +946,14 @@ std::uint64_t reported_adoptions() {
   return total;
 }
 
+/// `op`'s boundary counters so far (all zero before its first count).
+LibTorchBoundaryCopies boundary_copies_of(Op op) {
+  for (const LibTorchBoundaryCopies& entry : libtorch_boundary_copies()) {
+    if (entry.op == to_string(op)) return entry;
+  }
+  return LibTorchBoundaryCopies{std::string(to_string(op))};
+}
+
 /// Outside any handler: a sum ATen allocates, copied once into another ATen buffer.
 at::Tensor probe_aten_add(const Tensor& a) {
   const at::Tensor x = at::from_blob(const_cast<float*>(a.data<float>()), {a.dim(0), a.dim(1)}, at::kFloat);
@@ -2470,10 +2478,12 @@ TEST_SUITE("libtorch.autograd_boundary") {
   TEST_CASE("only inputs the engine marks take a gradient, and the output is adopted without a copy") {
     const Tensor x = Tensor::from_values({3}, DType::F32, {1, -2, 3}).value();
     const Tensor c = Tensor::from_values({3}, DType::F32, {4, 5, 6}).value();
-    const std::uint64_t copies = libtorch_autograd_result_copies(Op::Mul);
+    const LibTorchBoundaryCopies mul_before = boundary_copies_of(Op::Mul);
     auto region = libtorch_handler(Op::Mul).forward_autograd(std::vector<Tensor>{x, c}, {}, {true, false});
     REQUIRE(region.has_value());
-    CHECK(libtorch_autograd_result_copies(Op::Mul) == copies);  // ATen's fresh product is adopted
+    // ATen's fresh product is adopted, and reported as an adoption, not a copy.
+    CHECK(boundary_copies_of(Op::Mul).materialisations == mul_before.materialisations);
+    CHECK(boundary_copies_of(Op::Mul).adoptions == mul_before.adoptions + 1);
     const Tensor g = Tensor::full(region->output.shape(), DType::F32, 2.0).value();
     auto grads = region->boundary->vjp(g);
     REQUIRE(grads.has_value());
@@ -2482,15 +2492,15 @@ TEST_SUITE("libtorch.autograd_boundary") {
     CHECK_FALSE((*grads)[1].defined());  // the constant (as a mask would be) was never tracked
 
     // A gradient that is the output gradient itself (add passes it through) is copied, never
-    // aliased, and counted.
-    const std::uint64_t add_copies = libtorch_autograd_result_copies(Op::Add);
+    // aliased, and reported with the boundary's other copies (what `capsule run` prints).
+    const std::uint64_t add_copies = boundary_copies_of(Op::Add).materialisations;
     auto sum = libtorch_handler(Op::Add).forward_autograd(std::vector<Tensor>{x, c}, {}, {true, true});
     REQUIRE(sum.has_value());
     auto sum_grads = sum->boundary->vjp(g);
     REQUIRE(sum_grads.has_value());
     CHECK_FALSE((*sum_grads)[0].shares_storage_with(g));
     CHECK((*sum_grads)[0].to_vector() == g.to_vector());
-    CHECK(libtorch_autograd_result_copies(Op::Add) >= add_copies + 2);
+    CHECK(boundary_copies_of(Op::Add).materialisations >= add_copies + 2);
   }
 
   TEST_CASE("autograd regions reject what the plain handlers reject") {

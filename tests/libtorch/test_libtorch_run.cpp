@@ -156,6 +156,11 @@ TEST_SUITE("libtorch.run") {
     CHECK(has(run.out, "    external-autograd boundary: LibTorch autograd, one region per call: 25 recorded, 25 backward\n"));
     CHECK_FALSE(has(run.out, "-> reference."));
     CHECK_FALSE(has(run.out, "vjp=torchlean-tape"));
+    // The regions' copies are reported with every other boundary copy: the shape ops' results and
+    // gradients are views of borrowed memory (26 forward calls and 25 backward each for reshape and
+    // permute; broadcast's forward only, its gradient is a fresh sum), and add's two gradients are
+    // the output gradient itself (25 backward calls).
+    CHECK(has(run.out, "\nlibtorch boundary copies: add 50, broadcast 26, permute 51, reshape 51\n"));
     CHECK(capsule::libtorch_live_autograd_regions() == 0);  // every region's graph was freed
   }
 

@@ -70,24 +70,6 @@ std::atomic<std::int64_t>& live_regions() {
   return count;
 }
 
-std::array<std::atomic<std::uint64_t>, kOpCount>& result_copies() {
-  static std::array<std::atomic<std::uint64_t>, kOpCount> counters{};
-  return counters;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Adopting ATen results.
-
-/// One of our tensors over `result`'s elements (take_aten_result in boundary.cpp): adopted when
-/// ATen allocated them contiguously; copied once, counted by libtorch_autograd_result_copies, when
-/// `result` is a view of borrowed memory (our inputs or output gradient) or not contiguous. The
-/// graph only reads what it saved, so nothing writes the adopted elements afterwards.
-RuntimeResult<Tensor> adopt_result(Op op, const at::Tensor& result, DType dtype, std::span<const at::Tensor> borrowed) {
-  CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
-  if (taken.copied) result_copies()[static_cast<std::size_t>(op)].fetch_add(1);
-  return std::move(taken.tensor);
-}
-
 template <class Body>
 auto aten_call(Op op, Body&& body) -> decltype(body()) {
   try {
@@ -147,7 +129,7 @@ class Region final : public AutogradBoundary {
       for (std::size_t k = 0; k < computed.size() && k < positions_.size(); ++k) {
         // Undefined: the region did not use that input; the engine turns it into zeros.
         if (!computed[k].defined()) continue;
-        CAPSULE_TRY(grads[positions_[k]], adopt_result(op_, computed[k], dtype_, borrowed));
+        CAPSULE_TRY(grads[positions_[k]], adopt_out(op_, computed[k], dtype_, borrowed));
       }
       return grads;
     });
@@ -379,7 +361,7 @@ at::Tensor linearised_root(Op op, const std::vector<at::Tensor>& in, Inputs ours
 }
 
 /// The op on ATen tensors (inputs already checked). Views (reshape, permute, expand) are returned
-/// as they are; adopt_result copies them into storage of their own.
+/// as they are; adopt_out copies them into storage of their own.
 RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& in, Inputs ours, const OpAttrs& attrs) {
   if (has_norm_index_formula(op)) return norm_index_formula(op, in, ours, attrs);  // autograd_formulas_norm_index.cpp
   switch (op) {
@@ -521,7 +503,7 @@ RuntimeResult<AutogradForwardResult> region_forward(Inputs inputs, const OpAttrs
       for (at::Tensor& t : value_in) t = t.defined() ? t.detach() : t;
     }
     CAPSULE_TRY(at::Tensor output, region_formula(kOp, value_in, inputs, attrs));
-    CAPSULE_TRY(Tensor ours, adopt_result(kOp, output, dtype, in));
+    CAPSULE_TRY(Tensor ours, adopt_out(kOp, output, dtype, in));
     AutogradForwardResult result;
     result.output = std::move(ours);
     result.boundary = std::make_unique<Region>(kOp, dtype, root.defined() ? std::move(root) : std::move(output),
@@ -595,9 +577,5 @@ AutogradForwardKernel autograd_forward_for(Op op) {
 namespace capsule {
 
 std::int64_t libtorch_live_autograd_regions() { return libtorch::live_regions().load(); }
-
-std::uint64_t libtorch_autograd_result_copies(Op op) {
-  return libtorch::result_copies()[static_cast<std::size_t>(op)].load();
-}
 
 }  // namespace capsule

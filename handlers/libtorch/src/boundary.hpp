@@ -160,10 +160,12 @@ struct TakenResult {
 RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DType dtype,
                                             std::span<const at::Tensor> borrowed);
 
-/// take_aten_result for a plain handler whose ATen function has no CPU kernel that writes a
-/// caller's buffer (convolution and its backward, max_pool): counts the adoption against `op`
-/// (libtorch_boundary_copies), and the copy as a materialisation when it fell back to one (the
-/// clone is ATen's buffer, adopted in turn).
+/// take_aten_result for a result no ATen kernel could write into a buffer of ours: a plain
+/// handler's whose ATen function has no CPU out kernel (convolution and its backward, max_pool),
+/// and an external-autograd region's output and gradients (autograd_region.cpp). Counts the
+/// adoption against `op` (libtorch_boundary_copies), and the copy as a materialisation when it
+/// fell back to one (the clone is ATen's buffer, adopted in turn), so `capsule run` reports a
+/// region's copies with every other.
 RuntimeResult<Tensor> adopt_out(Op op, const at::Tensor& result, DType dtype,
                                 std::span<const at::Tensor> borrowed);
 

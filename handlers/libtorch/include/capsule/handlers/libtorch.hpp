@@ -82,8 +82,9 @@ struct LibTorchBoundaryCopies {
   std::uint64_t conversions = 0;        ///< one of our tensors converted to another dtype (kBool mask, kLong indices)
   std::uint64_t materialisations = 0;   ///< an ATen result (a view, or a buffer ATen allocated) copied into ours
   /// Not a copy: an output whose elements ATen allocated for the call (an op with no CPU out
-  /// kernel), adopted as ours without copying; counted so the boundary test can tell every output
-  /// on an ATen buffer from an unreported one.
+  /// kernel, or an external-autograd region's result or gradient), adopted as ours without
+  /// copying; counted so the boundary test can tell every output on an ATen buffer from an
+  /// unreported one.
   std::uint64_t adoptions = 0;
   std::uint64_t total() const { return conversions + materialisations; }  ///< the copies
 };
@@ -102,10 +103,5 @@ std::uint64_t libtorch_conversion_copies(Op op);
 /// boundary is alive, i.e. whose recorded graph is still held. Each is freed after its VJP or when
 /// the tape is cleared.
 std::int64_t libtorch_live_autograd_regions();
-
-/// How many times an autograd region of `op` copied a result instead of adopting ATen's buffer:
-/// a view of borrowed memory (reshape of an input, a gradient that is the output gradient itself)
-/// or a non-contiguous one (permute, expand) gets storage of its own.
-std::uint64_t libtorch_autograd_result_copies(Op op);
 
 }  // namespace capsule
