@@ -2503,6 +2503,16 @@ TEST_SUITE("libtorch.autograd_boundary") {
     CHECK(boundary_copies_of(Op::Add).materialisations >= add_copies + 2);
   }
 
+  TEST_CASE("a region that copies inside its graph reports the copy: reduce_sum of a rank-0 input") {
+    const Tensor x = Tensor::scalar(DType::F32, 3.0).value();
+    const std::uint64_t before = boundary_copies_of(Op::ReduceSum).materialisations;
+    auto region = libtorch_handler(Op::ReduceSum).forward_autograd(std::vector<Tensor>{x}, {}, {true});
+    REQUIRE(region.has_value());
+    CHECK(region->output.to_vector() == std::vector<double>{3});
+    CHECK_FALSE(region->output.shares_storage_with(x));
+    CHECK(boundary_copies_of(Op::ReduceSum).materialisations == before + 1);
+  }
+
   TEST_CASE("autograd regions reject what the plain handlers reject") {
     const Tensor a = Tensor::from_values({2, 3}, DType::F32, {1, 2, 3, 4, 5, 6}).value();
     const Tensor b = Tensor::from_values({3}, DType::F32, {1, 2, 3}).value();

@@ -401,7 +401,10 @@ RuntimeResult<at::Tensor> region_formula(Op op, const std::vector<at::Tensor>& i
     case Op::ReduceSum:
     case Op::ReduceMean: {
       CAPSULE_TRY(std::vector<std::int64_t> dims, reduced_dims(op, attrs, ours[0].rank()));
-      if (dims.empty()) return in[0].clone();  // a rank-0 input: nothing to reduce
+      if (dims.empty()) {  // a rank-0 input: nothing to reduce; the copy lies inside the graph
+        count_materialisation(op);
+        return in[0].clone();
+      }
       return op == Op::ReduceSum ? at::sum(in[0], dims, attrs.keepdim) : at::mean(in[0], dims, attrs.keepdim);
     }
     case Op::Matmul: return at::matmul(in[0], in[1]);

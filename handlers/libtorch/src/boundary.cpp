@@ -285,6 +285,8 @@ Failure<RuntimeError> aten_failure(std::string_view op, std::string_view what) {
 
 void count_conversion(Op op) { count_copy(op, &OpCopyCounters::conversions); }
 
+void count_materialisation(Op op) { count_copy(op, &OpCopyCounters::materialisations); }
+
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward) {
   HandlerSpec spec;
   spec.name = str("LibTorch CPU ", to_string(op));

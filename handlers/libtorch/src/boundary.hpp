@@ -197,6 +197,10 @@ auto guarded(std::string_view op, Body&& body) -> decltype(body()) {
 /// handler converts one of our tensors (`.to(at::kLong)`, `.to(at::kBool)`).
 void count_conversion(Op op);
 
+/// Counts one copy of `op`'s that no helper here made (libtorch_boundary_copies): an autograd
+/// region that clones an input so that the copy lies inside the recorded graph.
+void count_materialisation(Op op);
+
 /// The handler description every LibTorch CPU handler registers with (libtorch_cuda.cpp derives
 /// the CUDA handlers' from these).
 HandlerSpec spec_for(Op op, ForwardKernel forward, BackwardKernel backward);
