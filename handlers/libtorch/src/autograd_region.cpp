@@ -506,6 +506,8 @@ RuntimeResult<AutogradForwardResult> region_forward(Inputs inputs, const OpAttrs
       for (at::Tensor& t : value_in) t = t.defined() ? t.detach() : t;
     }
     CAPSULE_TRY(at::Tensor output, region_formula(kOp, value_in, inputs, attrs));
+    // Adopted (a view of borrowed memory copied once, counted): the graph below keeps `output` but
+    // only reads what it saved, so nothing writes the adopted elements afterwards.
     CAPSULE_TRY(Tensor ours, adopt_out(kOp, output, dtype, in));
     AutogradForwardResult result;
     result.output = std::move(ours);
