@@ -946,14 +946,6 @@ std::uint64_t reported_adoptions() {
   return total;
 }
 
-/// `op`'s boundary counters so far (all zero before its first count).
-LibTorchBoundaryCopies boundary_copies_of(Op op) {
-  for (const LibTorchBoundaryCopies& entry : libtorch_boundary_copies()) {
-    if (entry.op == to_string(op)) return entry;
-  }
-  return LibTorchBoundaryCopies{std::string(to_string(op))};
-}
-
 /// Outside any handler: a sum ATen allocates, copied once into another ATen buffer.
 at::Tensor probe_aten_add(const Tensor& a) {
   const at::Tensor x = at::from_blob(const_cast<float*>(a.data<float>()), {a.dim(0), a.dim(1)}, at::kFloat);
@@ -2240,17 +2232,17 @@ TEST_SUITE("libtorch.autograd_boundary") {
       auto attrs = std::make_unique<OpAttrs>();
       attrs->axis = 1;
       attrs->indices = {2, 2};
-      const std::uint64_t gathers = libtorch_conversion_copies(Op::Gather);
+      const std::uint64_t gathers = libtorch_boundary_copies_of(Op::Gather).conversions;
       auto gathered = libtorch_handler(Op::Gather).forward_autograd(std::vector<Tensor>{x}, *attrs, {true});
       REQUIRE(gathered.has_value());
-      CHECK(libtorch_conversion_copies(Op::Gather) == gathers + 1);
+      CHECK(libtorch_boundary_copies_of(Op::Gather).conversions == gathers + 1);
       CHECK(gathered->output.to_vector() == std::vector<double>{3, 3, 6, 6});
       gather_boundary = std::move(gathered->boundary);
-      const std::uint64_t scatters = libtorch_conversion_copies(Op::ScatterAdd);
+      const std::uint64_t scatters = libtorch_boundary_copies_of(Op::ScatterAdd).conversions;
       auto scattered = libtorch_handler(Op::ScatterAdd).forward_autograd(std::vector<Tensor>{x, src}, *attrs,
                                                                          {true, true});
       REQUIRE(scattered.has_value());
-      CHECK(libtorch_conversion_copies(Op::ScatterAdd) == scatters + 1);
+      CHECK(libtorch_boundary_copies_of(Op::ScatterAdd).conversions == scatters + 1);
       CHECK(scattered->output.to_vector() == std::vector<double>{1, 2, 33, 4, 5, 76});
       scatter_boundary = std::move(scattered->boundary);
       // The caller's payload changes and goes away before the VJPs run.
@@ -2478,12 +2470,12 @@ TEST_SUITE("libtorch.autograd_boundary") {
   TEST_CASE("only inputs the engine marks take a gradient, and the output is adopted without a copy") {
     const Tensor x = Tensor::from_values({3}, DType::F32, {1, -2, 3}).value();
     const Tensor c = Tensor::from_values({3}, DType::F32, {4, 5, 6}).value();
-    const LibTorchBoundaryCopies mul_before = boundary_copies_of(Op::Mul);
+    const LibTorchBoundaryCopies mul_before = libtorch_boundary_copies_of(Op::Mul);
     auto region = libtorch_handler(Op::Mul).forward_autograd(std::vector<Tensor>{x, c}, {}, {true, false});
     REQUIRE(region.has_value());
     // ATen's fresh product is adopted, and reported as an adoption, not a copy.
-    CHECK(boundary_copies_of(Op::Mul).materialisations == mul_before.materialisations);
-    CHECK(boundary_copies_of(Op::Mul).adoptions == mul_before.adoptions + 1);
+    CHECK(libtorch_boundary_copies_of(Op::Mul).materialisations == mul_before.materialisations);
+    CHECK(libtorch_boundary_copies_of(Op::Mul).adoptions == mul_before.adoptions + 1);
     const Tensor g = Tensor::full(region->output.shape(), DType::F32, 2.0).value();
     auto grads = region->boundary->vjp(g);
     REQUIRE(grads.has_value());
@@ -2493,24 +2485,24 @@ TEST_SUITE("libtorch.autograd_boundary") {
 
     // A gradient that is the output gradient itself (add passes it through) is copied, never
     // aliased, and reported with the boundary's other copies (what `capsule run` prints).
-    const std::uint64_t add_copies = boundary_copies_of(Op::Add).materialisations;
+    const std::uint64_t add_copies = libtorch_boundary_copies_of(Op::Add).materialisations;
     auto sum = libtorch_handler(Op::Add).forward_autograd(std::vector<Tensor>{x, c}, {}, {true, true});
     REQUIRE(sum.has_value());
     auto sum_grads = sum->boundary->vjp(g);
     REQUIRE(sum_grads.has_value());
     CHECK_FALSE((*sum_grads)[0].shares_storage_with(g));
     CHECK((*sum_grads)[0].to_vector() == g.to_vector());
-    CHECK(boundary_copies_of(Op::Add).materialisations >= add_copies + 2);
+    CHECK(libtorch_boundary_copies_of(Op::Add).materialisations >= add_copies + 2);
   }
 
   TEST_CASE("a region that copies inside its graph reports the copy: reduce_sum of a rank-0 input") {
     const Tensor x = Tensor::scalar(DType::F32, 3.0).value();
-    const std::uint64_t before = boundary_copies_of(Op::ReduceSum).materialisations;
+    const std::uint64_t before = libtorch_boundary_copies_of(Op::ReduceSum).materialisations;
     auto region = libtorch_handler(Op::ReduceSum).forward_autograd(std::vector<Tensor>{x}, {}, {true});
     REQUIRE(region.has_value());
     CHECK(region->output.to_vector() == std::vector<double>{3});
     CHECK_FALSE(region->output.shares_storage_with(x));
-    CHECK(boundary_copies_of(Op::ReduceSum).materialisations == before + 1);
+    CHECK(libtorch_boundary_copies_of(Op::ReduceSum).materialisations == before + 1);
   }
 
   TEST_CASE("autograd regions reject what the plain handlers reject") {

@@ -671,9 +671,9 @@ TEST_SUITE("libtorch.boundary") {
     const Tensor x = random({3, 4}, DType::F32, rng);
     const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
     const auto delta = [](Op op, auto&& call) {
-      const std::uint64_t before = libtorch_conversion_copies(op);
+      const std::uint64_t before = libtorch_boundary_copies_of(op).conversions;
       call();
-      return libtorch_conversion_copies(op) - before;
+      return libtorch_boundary_copies_of(op).conversions - before;
     };
     const std::int64_t live = libtorch_live_autograd_regions();
     const std::vector<Tensor> masked{x, mask};
@@ -738,9 +738,9 @@ TEST_SUITE("libtorch.boundary") {
     const Tensor x = random({3, 4}, DType::F32, rng);
     const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
     auto delta = [](Op op, auto&& call) {
-      const std::uint64_t before = libtorch_conversion_copies(op);
+      const std::uint64_t before = libtorch_boundary_copies_of(op).conversions;
       call();
-      return libtorch_conversion_copies(op) - before;
+      return libtorch_boundary_copies_of(op).conversions - before;
     };
     const std::vector<Tensor> masked{x, mask};
     const Tensor y = lib(Op::HardMaskedSoftmax).forward(masked, axis_attrs(-1)).value();
@@ -808,9 +808,9 @@ TEST_SUITE("libtorch.boundary") {
 
     // It reads the mask as a call does: one counted conversion; and it refuses what the handler
     // refuses, with the handler's error.
-    const std::uint64_t before = libtorch_conversion_copies(Op::ScaledDotProductAttention);
+    const std::uint64_t before = libtorch_boundary_copies_of(Op::ScaledDotProductAttention).conversions;
     (void)route({q, k, v, mask});
-    CHECK(libtorch_conversion_copies(Op::ScaledDotProductAttention) - before == 1);
+    CHECK(libtorch_boundary_copies_of(Op::ScaledDotProductAttention).conversions - before == 1);
     const std::vector<Tensor> wrong{q, k, v, random_mask({2, 4}, DType::F32, rng)};
     const RuntimeResult<std::string> refused = libtorch_attention_route(wrong, {});
     REQUIRE_FALSE(refused.has_value());

@@ -320,18 +320,19 @@ void set_libtorch_threads(int threads) { at::set_num_threads(threads); }
 
 std::string libtorch_version() { return TORCH_VERSION; }
 
-std::uint64_t libtorch_conversion_copies(Op op) {
-  return libtorch::copy_ledger[static_cast<std::size_t>(op)].conversions.load(std::memory_order_relaxed);
+LibTorchBoundaryCopies libtorch_boundary_copies_of(Op op) {
+  const libtorch::OpCopyCounters& counters = libtorch::copy_ledger[static_cast<std::size_t>(op)];
+  LibTorchBoundaryCopies copies{std::string(to_string(op))};
+  copies.conversions = counters.conversions.load(std::memory_order_relaxed);
+  copies.materialisations = counters.materialisations.load(std::memory_order_relaxed);
+  copies.adoptions = counters.adoptions.load(std::memory_order_relaxed);
+  return copies;
 }
 
 std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies() {
   std::vector<LibTorchBoundaryCopies> copies;
   for (std::size_t i = 0; i < kOpCount; ++i) {
-    const libtorch::OpCopyCounters& counters = libtorch::copy_ledger[i];
-    LibTorchBoundaryCopies entry{std::string(to_string(static_cast<Op>(i)))};
-    entry.conversions = counters.conversions.load(std::memory_order_relaxed);
-    entry.materialisations = counters.materialisations.load(std::memory_order_relaxed);
-    entry.adoptions = counters.adoptions.load(std::memory_order_relaxed);
+    LibTorchBoundaryCopies entry = libtorch_boundary_copies_of(static_cast<Op>(i));
     if (entry.conversions + entry.materialisations + entry.adoptions > 0) copies.push_back(std::move(entry));
   }
   std::sort(copies.begin(), copies.end(), [](const auto& a, const auto& b) { return a.op < b.op; });

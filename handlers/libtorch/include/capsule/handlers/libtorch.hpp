@@ -89,15 +89,15 @@ struct LibTorchBoundaryCopies {
   std::uint64_t total() const { return conversions + materialisations; }  ///< the copies
 };
 
-/// Every boundary copy the LibTorch handlers made in this process so far, one entry per op that
-/// copied, sorted by op name. Counted where the copy happens (`count_conversion`, `copy_out` in
-/// handlers/libtorch/src/boundary.hpp), so no table of ops needs updating when one is added.
+/// Every boundary copy (and adoption) the LibTorch handlers made in this process so far, one entry
+/// per op that counted either, sorted by op name. Counted where the copy happens
+/// (`count_conversion`, `copy_into`, `adopt_out` in handlers/libtorch/src/boundary.hpp) into one
+/// slot per op, so nothing needs registering when a handler is added.
 /// `capsule run` reports the copies of its run (docs/libtorch.md, "Copies at the boundary").
 std::vector<LibTorchBoundaryCopies> libtorch_boundary_copies();
 
-/// How many times `op`'s LibTorch handler converted one of our tensors into another dtype for
-/// ATen (a mask to kBool, indices to kLong): the `conversions` of libtorch_boundary_copies().
-std::uint64_t libtorch_conversion_copies(Op op);
+/// `op`'s entry of libtorch_boundary_copies(), all counts zero before its first.
+LibTorchBoundaryCopies libtorch_boundary_copies_of(Op op);
 
 /// External-autograd regions (one per taped call of an `external-autograd` LibTorch capsule) whose
 /// boundary is alive, i.e. whose recorded graph is still held. Each is freed after its VJP or when
