@@ -67,6 +67,7 @@
 #endif
 #include "capsule/runtime/model.hpp"
 #include "capsule/runtime/session.hpp"
+#include "median_interval.hpp"
 #include "rng.hpp"
 
 #ifndef CAPSULE_SOURCE_DIR
@@ -233,11 +234,7 @@ double ns_per_iter(std::int64_t iters, F&& body) {
   return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(iters);
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
+double median(std::vector<double> values) { return bench::median_interval(values).median; }
 
 struct Timing {
   double ours = 0;    // median ns per iteration
@@ -292,10 +289,7 @@ struct PairedCalls {
   double ours_min = 0;
   double theirs_min = 0;
   double overhead = 0;  // median of (ours − theirs) over the pairs
-  /// A distribution-free 95% confidence interval of that median: the order statistics of ranks
-  /// floor(n/2 − 1.96·√n/2) and ceil(1 + n/2 + 1.96·√n/2) (counted from 1) of the sorted
-  /// differences.
-  double overhead_low = 0;
+  double overhead_low = 0;  // its 95% confidence interval (median_interval.hpp)
   double overhead_high = 0;
   std::int64_t pairs = 0;
 };
@@ -350,17 +344,10 @@ PairedCalls compare_calls(std::int64_t pairs, Ours&& ours, Theirs&& theirs) {
   result.theirs = median(b);
   result.ours_min = *std::min_element(a.begin(), a.end());
   result.theirs_min = *std::min_element(b.begin(), b.end());
-  std::sort(differences.begin(), differences.end());
-  result.overhead = median(differences);
-  const double n = static_cast<double>(differences.size());
-  const double half_width = 1.96 * std::sqrt(n) / 2;
-  const auto at_rank = [&](double rank) {
-    const double clamped = std::clamp(rank, 0.0, n - 1);
-    return differences[static_cast<std::size_t>(clamped)];
-  };
-  // at_rank takes 0-based indices: rank r (from 1) is index r − 1.
-  result.overhead_low = at_rank(std::floor(n / 2 - half_width) - 1);
-  result.overhead_high = at_rank(std::ceil(1 + n / 2 + half_width) - 1);
+  const bench::MedianInterval overhead = bench::median_interval(differences);
+  result.overhead = overhead.median;
+  result.overhead_low = overhead.low;
+  result.overhead_high = overhead.high;
   return result;
 }
 
