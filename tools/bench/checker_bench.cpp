@@ -10,7 +10,6 @@
 // Flags: --capsule_no_targets, --capsule_targets_only, besides every --benchmark_* flag.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
