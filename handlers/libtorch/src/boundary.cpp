@@ -156,6 +156,10 @@ RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min,
     return runtime_error(RuntimeCode::InvalidArgument, str(op, ": got ", inputs.size(), " inputs; expected ", expected));
   }
   const Device device = call_device();
+  // The dtype check rides along this loop, and expect_same_dtype runs only to word a mismatch
+  // after every device is checked: a second pass over the inputs cost about 50 instructions per
+  // call (docs/benchmarks.md, "The LibTorch provider's overhead").
+  bool mixed = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) {
       if (i < min) {
@@ -169,8 +173,10 @@ RuntimeStatus expect_inputs(std::string_view op, Inputs inputs, std::size_t min,
                                "`; the LibTorch ", to_string(device), " handler expects device `", to_string(device),
                                "` (nothing is copied between devices implicitly)"));
     }
+    mixed = mixed || inputs[i].dtype() != inputs.front().dtype();
   }
-  return expect_same_dtype(op, inputs);
+  if (mixed) [[unlikely]] return expect_same_dtype(op, inputs);
+  return std::monostate{};
 }
 
 RuntimeStatus expect_grad(std::string_view op, Inputs inputs, const Tensor& output, const Tensor& grad) {
@@ -235,14 +241,15 @@ bool aliases_any(const at::Tensor& t, std::span<const at::Tensor> borrowed) {
 
 }  // namespace
 
-RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DType dtype,
+RuntimeResult<TakenResult> take_aten_result(Op op, at::Tensor result, DType dtype,
                                             std::span<const at::Tensor> borrowed) {
   // Detached so that a result of an external-autograd region keeps no graph alive. A plain
   // handler's result, computed with grad off below the Autograd kernels, has none: it is kept as
   // it is, which spares a TensorImpl per call. requires_grad() alone decides: a tensor with a
   // grad_fn always requires grad (AutogradMeta::requires_grad is `requires_grad_ || grad_fn_`),
-  // and asking for grad_fn() itself would copy a shared_ptr on every call.
-  at::Tensor owned = result.requires_grad() ? result.detach() : result;
+  // and asking for grad_fn() itself would copy a shared_ptr on every call. Taken by value and
+  // moved: a handler passes ATen's temporary, so adopting it costs no reference count update.
+  at::Tensor owned = result.requires_grad() ? result.detach() : std::move(result);
   const Device device = call_device();
   if (owned.scalar_type() != aten_dtype(dtype) || owned.device() != aten_device(device)) {
     return runtime_error(RuntimeCode::DTypeMismatch,
@@ -268,9 +275,9 @@ RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DTy
   return taken;
 }
 
-RuntimeResult<Tensor> adopt_out(Op op, const at::Tensor& result, DType dtype,
+RuntimeResult<Tensor> adopt_out(Op op, at::Tensor result, DType dtype,
                                 std::span<const at::Tensor> borrowed) {
-  CAPSULE_TRY(TakenResult taken, take_aten_result(op, result, dtype, borrowed));
+  CAPSULE_TRY(TakenResult taken, take_aten_result(op, std::move(result), dtype, borrowed));
   // A copy is a clone ATen allocated, adopted in turn: both are counted.
   if (taken.copied) count_copy(op, &OpCopyCounters::materialisations);
   if (taken.tensor.numel() > 0) count_copy(op, &OpCopyCounters::adoptions);  // none for no elements

@@ -157,7 +157,7 @@ struct TakenResult {
 /// Otherwise copied once into storage of its own (`copied`). A result of another dtype or device
 /// is an error. Nothing writes the adopted elements afterwards: the kept tensor is never handed to
 /// an ATen call (a later op that reads the tensor wraps it anew), so they are as immutable as ours.
-RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DType dtype,
+RuntimeResult<TakenResult> take_aten_result(Op op, at::Tensor result, DType dtype,
                                             std::span<const at::Tensor> borrowed);
 
 /// take_aten_result for a result no ATen kernel could write into a buffer of ours: a plain
@@ -166,7 +166,7 @@ RuntimeResult<TakenResult> take_aten_result(Op op, const at::Tensor& result, DTy
 /// adoption against `op` (libtorch_boundary_copies), and the copy as a materialisation when it
 /// fell back to one (the clone is ATen's buffer, adopted in turn), so `capsule run` reports a
 /// region's copies with every other.
-RuntimeResult<Tensor> adopt_out(Op op, const at::Tensor& result, DType dtype,
+RuntimeResult<Tensor> adopt_out(Op op, at::Tensor result, DType dtype,
                                 std::span<const at::Tensor> borrowed);
 
 /// The error for an exception ATen threw inside `op`'s handler: its first message line only

@@ -240,13 +240,18 @@ RuntimeResult<Tensor> conv_forward(Inputs inputs, const OpAttrs& attrs) {
   Window win;
   CAPSULE_CHECK(conv_window(win, kOp, inputs, attrs));
   return guarded(op, [&] {
-    const std::array<at::Tensor, 3> read{view_input(inputs[0]), view_input(inputs[1]),
+    // The 2-D views ATen runs on share the inputs' storage, so they serve adopt_out's alias check
+    // as well as the inputs themselves.
+    const std::array<at::Tensor, 3> read{as_2d(view_input(inputs[0]), win.one_d),
+                                         as_2d(view_input(inputs[1]), win.one_d),
                                          has_input(inputs, 2) ? view_input(inputs[2]) : at::Tensor()};
-    const at::Tensor y = at::convolution(as_2d(read[0], win.one_d), as_2d(read[1], win.one_d), read[2], win.stride,
-                                         win.padding, win.dilation, kTransposed, win.output_padding, attrs.groups);
     // ATen's CPU convolution has no kernel that writes a caller's buffer: the output ATen
     // allocated is adopted as ours, without a copy (docs/libtorch.md, "Copies at the boundary").
-    return adopt_out(kOp, from_2d(y, win.one_d), inputs[0].dtype(), read);
+    return adopt_out(kOp,
+                     from_2d(at::convolution(read[0], read[1], read[2], win.stride, win.padding, win.dilation,
+                                             kTransposed, win.output_padding, attrs.groups),
+                             win.one_d),
+                     inputs[0].dtype(), read);
   });
 }
 

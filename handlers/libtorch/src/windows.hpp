@@ -13,8 +13,8 @@
 #include <ATen/ops/isinf.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
-#include <c10/util/SmallVector.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,25 +27,27 @@
 namespace capsule::libtorch {
 
 
-/// One value per axis of the 2-D window ATen runs: held inline, because a conv or pool call
-/// builds four or five of them and a heap allocation each was a measurable part of the provider's
-/// per-call overhead (docs/benchmarks.md, "The LibTorch provider's overhead").
-using AxisValues = c10::SmallVector<std::int64_t, 2>;
+/// One value per axis of the 2-D window ATen runs (a 1-D input runs as height 1, so there are
+/// always two), held inline in a fixed array: a conv or pool call fills four or five of them, and
+/// a heap allocation each, then a growable inline vector, was a measurable part of the provider's
+/// per-call overhead (docs/benchmarks.md, "The LibTorch provider's overhead"). ATen takes it as
+/// an IntArrayRef without a copy.
+using AxisValues = std::array<std::int64_t, 2>;
 
-/// Sets `values` to one value per spatial axis from `given` (empty = `fallback` everywhere), with
-/// height 1 axes prepended for 1-D inputs (`lead` for them). Filled in place, as the windows are:
-/// returning the values through a RuntimeResult and moving them into a Window cost more than the
-/// rest of the window (docs/benchmarks.md, "The LibTorch provider's overhead").
+/// Sets `values` from `given`, one entry per spatial axis (empty = `fallback` on each), with the
+/// height axis of a 1-D input (`spatial` 1) set to `lead`. `spatial` is 1 or 2: the callers check
+/// the input's rank first.
 inline RuntimeStatus per_axis(AxisValues& values, Op op, std::string_view what, const std::vector<std::int64_t>& given,
                               std::size_t spatial, std::int64_t fallback, std::int64_t lead) {
-  if (!given.empty() && given.size() != spatial) {
+  if (given.empty()) {
+    values = {spatial == 1 ? lead : fallback, fallback};
+    return std::monostate{};
+  }
+  if (given.size() != spatial) {
     return runtime_error(RuntimeCode::InvalidArgument, str(to_string(op), ": ", what, " has ", given.size(),
                                                            " entries; expected ", spatial, " (one per spatial dim) or none"));
   }
-  values.clear();
-  if (spatial == 1) values.push_back(lead);
-  if (given.empty()) values.append(spatial, fallback);
-  else values.append(given.begin(), given.end());
+  values = spatial == 1 ? AxisValues{lead, given[0]} : AxisValues{given[0], given[1]};
   return std::monostate{};
 }
 
@@ -55,8 +57,9 @@ struct Window {
   std::vector<std::int64_t> out_dims;  ///< a pool's output shape (ours: [n, c, l] or [n, c, oh, ow])
 };
 
-inline at::Tensor as_2d(const at::Tensor& t, bool one_d) { return one_d ? t.unsqueeze(2) : t; }
-inline at::Tensor from_2d(const at::Tensor& t, bool one_d) { return one_d ? t.squeeze(2) : t; }
+// By value: a temporary passes through moved, without a reference count update.
+inline at::Tensor as_2d(at::Tensor t, bool one_d) { return one_d ? t.unsqueeze(2) : std::move(t); }
+inline at::Tensor from_2d(at::Tensor t, bool one_d) { return one_d ? t.squeeze(2) : std::move(t); }
 
 /// conv's and conv_transpose's window. conv_transpose's weight is [c, o/groups, k..] (ATen's
 /// transposed layout), so its bias has o = w.dim(1)·groups entries; ATen checks the channels.
