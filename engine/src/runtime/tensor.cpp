@@ -9,6 +9,7 @@
 #include "capsule/assert.hpp"
 #include "capsule/escape.hpp"
 #include "capsule/text.hpp"
+#include "storage_records.hpp"
 
 namespace capsule {
 
@@ -138,19 +139,27 @@ namespace {
 void free_cpu(void* data, void* /*context*/) noexcept { ::operator delete(data, std::align_val_t{64}); }
 }  // namespace
 
+std::shared_ptr<Storage> Storage::make_record(void* data, std::size_t bytes, Device device, Deleter deleter,
+                                             void* context) {
+  // One allocation holds the shared count and the Storage, from this thread's cache of freed
+  // records (storage_records.hpp).
+  return std::allocate_shared<Storage>(storage_records::Allocator<Storage>(), Private{}, data, bytes, device,
+                                       deleter, context);
+}
+
 RuntimeResult<std::shared_ptr<Storage>> Storage::allocate_cpu(std::size_t bytes) {
-  if (bytes <= kInlineBytes) return std::make_shared<Storage>(Private{}, nullptr, bytes, Device::Cpu, nullptr, nullptr);
+  if (bytes <= kInlineBytes) return make_record(nullptr, bytes, Device::Cpu, nullptr, nullptr);
   // 64-byte alignment lets kernels use aligned vector loads on every row start of a fresh tensor.
   void* data = ::operator new(bytes, std::align_val_t{64}, std::nothrow);
   if (data == nullptr) {
     return runtime_error(RuntimeCode::SizeOverflow, str("cannot allocate ", bytes, " bytes of CPU tensor storage"));
   }
-  return std::make_shared<Storage>(Private{}, data, bytes, Device::Cpu, &free_cpu, nullptr);
+  return make_record(data, bytes, Device::Cpu, &free_cpu, nullptr);
 }
 
 std::shared_ptr<Storage> Storage::adopt(void* data, std::size_t bytes, Device device, Deleter deleter,
                                         void* context) {
-  return std::make_shared<Storage>(Private{}, data, bytes, device, deleter, context);
+  return make_record(data, bytes, device, deleter, context);
 }
 
 const ForeignView* Storage::attach_foreign_view(ForeignView view) const {

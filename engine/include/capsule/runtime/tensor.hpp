@@ -113,6 +113,10 @@ class Storage {
   const ForeignView* attach_foreign_view(ForeignView view) const;
 
  private:
+  /// A new shared Storage record (docs: engine/src/runtime/storage_records.hpp).
+  static std::shared_ptr<Storage> make_record(void* data, std::size_t bytes, Device device, Deleter deleter,
+                                              void* context);
+
   void* data_;
   std::size_t bytes_;
   Device device_;
