@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LibTorch parity table: the cases, the per-op bounds (docs/libtorch.md, "Parity bounds") and
+// the forward and adjoint comparisons with the reference, shared by the CPU suites
+// (test_libtorch.cpp: libtorch.values, libtorch.vjps) and the GPU suites of LibTorch's CUDA twins
+// (tests/gpu/libtorch_cuda_table.cpp: libtorch.cuda.values, libtorch.cuda.vjps). One table, so a
+// CUDA twin is held to its CPU twin's cases and bounds.
+//
+// No ATen here: handlers are driven through their HandlerSpec, so the GPU suites' binary, which a
+// bare GPU machine builds (tools/gpu-check.sh), compiles this without LibTorch's headers.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/runtime/handler.hpp"
+
+namespace capsule::libtorch_parity {
+
+enum class Bound {
+  Exact,  ///< bit for bit (NaN matches NaN; the sign of zero counts)
+  Ulps,   ///< |l − r| ≤ k·ulp(r) (ulp floored at the smallest normal)
+  Terms,  ///< |l − r| ≤ k·n·u·Σ|terms|; Σ|terms| is the op on |inputs| (bilinear ops)
+  Lane,   ///< |l − r| ≤ k·n·u·max(1, ‖r‖∞) over a lane or loss of n terms
+};
+
+struct Tolerance {
+  Bound bound = Bound::Exact;
+  double k = 0;
+};
+inline constexpr Tolerance kExact{Bound::Exact, 0};
+
+struct InputSpec {
+  std::vector<std::int64_t> dims;
+  double lo = -2.0;
+  double hi = 2.0;
+  bool random_sign = false;  ///< magnitudes in [lo, hi] with a random sign (division)
+};
+
+struct ParityCase {
+  std::string name;
+  Op op;
+  std::vector<InputSpec> inputs;
+  OpAttrs attrs;
+  Tolerance forward;
+  Tolerance backward;
+  std::int64_t terms = 1;  ///< n of the Terms and Lane bounds
+};
+
+/// The unit roundoff u of `dtype`: 2^-24 for float32, 2^-53 for float64.
+double unit_roundoff(DType dtype);
+/// Bit-for-bit equality, NaN matching NaN and the sign of zero counting.
+bool same_bits(double l, double r);
+
+/// Compares one output under `tol`; `terms[i]` is Σ|terms| (Terms) or unused, `n` the n of the
+/// Terms and Lane bounds. Returns "" or the first element that misses, with both values.
+std::string compare(const Tensor& lib, const Tensor& ref, const Tolerance& tol, const Tensor* terms, std::int64_t n);
+
+/// A host tensor of `spec`'s shape with values drawn from `rng`.
+RuntimeResult<Tensor> make_input(const InputSpec& spec, DType dtype, std::mt19937_64& rng);
+/// The bytes of a host tensor's elements (empty for an undefined one).
+std::vector<unsigned char> bytes_of(const Tensor& t);
+/// Element-wise |t| of a host tensor, in its dtype.
+RuntimeResult<Tensor> absolute(const Tensor& t);
+RuntimeResult<std::vector<Tensor>> absolute_all(std::span<const Tensor> ts);
+OpAttrs with_axis(std::int64_t axis);
+
+/// How an implementation sums the terms a repeated index brings to one position (gather's adjoint
+/// and scatter_add, both index_add along the axis): in index order, as ATen's CPU index_add_ does
+/// and as the reference folds (so the sums round identically), or in an unspecified order, as
+/// ATen's CUDA index_add_ does with atomics.
+enum class IndexAccumulation { InOrder, Unordered };
+
+/// Every case, for every op the table covers, with its bounds. Only the bounds of repeated-index
+/// sums depend on `accumulation`: exact in order, 2·n·u·Σ|terms| otherwise.
+std::vector<ParityCase> parity_cases(IndexAccumulation accumulation = IndexAccumulation::InOrder);
+/// The ops of parity_cases(), in first-case order.
+std::vector<Op> covered_ops();
+
+/// Where the handler under test runs. Inputs are built on the host, and so is the reference's
+/// answer; `to_handler` copies a host tensor to the handler's device and `to_host` copies one
+/// back (both the identity for a CPU handler). A failed copy fails the running test case.
+struct Placement {
+  Tensor (*to_handler)(const Tensor&);
+  Tensor (*to_host)(const Tensor&);
+};
+/// The identity placement, for CPU handlers.
+Placement on_host();
+
+/// Forward parity of one case in one dtype: `handler`'s output equals `oracle`'s (the reference
+/// handler, on the host) within the case's forward bound, the handler's inputs are bitwise
+/// unchanged after the call, and its output shares no storage with them.
+void check_forward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
+                   std::uint64_t seed, const Placement& placement = on_host());
+/// Adjoint parity of one case in one dtype: `handler`'s adjoint equals `oracle`'s input by input
+/// within the case's backward bound, leaving inputs, output and gradient unchanged. A handler
+/// that keeps forward state also gives, from that state, its recomputing adjoint's bits.
+void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
+                    std::uint64_t seed, const Placement& placement = on_host());
+
+}  // namespace capsule::libtorch_parity
