@@ -2,7 +2,7 @@
 #  1. `capsule check --profile checked_cpu --ledger LEDGER` accepts: every reference capsule's
 #     evidence passed in the ledger the tests just wrote (coverage.declarations_match_runs);
 #  2. `capsule check --profile checked_cuda --ledger LEDGER` rejects every CUDA capsule as
-#     "not run here"; so does `--profile vendor_cuda` where the CUDA providers are built (CUDA=ON):
+#     "not run here"; so does `--profile libtorch_cuda`, and `--profile vendor_cuda` where the CUDA providers are built (CUDA=ON):
 #     their handler library exists, but no GPU parity suite ran on this build;
 #  3. a suite made to fail (capsule_tests --tamper-op relu adds 1 to relu's first output) records
 #     the failure, and the gate and lint then reject reference.relu naming the failing test case.
@@ -70,6 +70,12 @@ expect_run(1 out "${CAPSULE}" check --profile checked_cuda --ledger "${LEDGER}")
 expect_text("${out}" "checked: ledger rejected native_cuda.matmul value"
             "not run here: this build has no compiled native-cuda handler library"
             "checked: rejected by the evidence ledger")
+# libtorch_cuda, the CUDA twin of libtorch_cpu, plans LibTorch's CUDA twins, whose parity suites
+# (libtorch.cuda.*) run only on a GPU machine's build.
+expect_run(1 out "${CAPSULE}" check --profile libtorch_cuda ${ledgers})
+expect_text("${out}" "checked: ledger rejected libtorch_cuda.add value"
+            "not run here: " "checked: ledger rejected libtorch_cuda.layer_norm vjp"
+            "checked: ledger rejected libtorch_cuda.matmul value" "checked: rejected by the evidence ledger")
 if(CUDA)
   expect_run(1 out "${CAPSULE}" check --profile vendor_cuda --ledger "${LEDGER}")
   expect_text("${out}" "checked: ledger rejected cublas.matmul value"

@@ -374,7 +374,7 @@ TEST_SUITE("evidence ledger") {
       }
     }
     CHECK(errors == 1);
-    CHECK(not_run == 8);  // native-cuda, attention, cublas, cudnn, libtorch-cuda and the three LibTorch CPU modules (no LibTorch or CUDA handlers here)
+    CHECK(not_run == 9);  // native-cuda, attention, cublas, cudnn, libtorch-cuda, libtorch-cuda-model and the three LibTorch CPU modules (no LibTorch or CUDA handlers here)
   }
 
   TEST_CASE("capsule check --ledger: accepted on passing evidence, rejected naming the failing case, output is inert") {

@@ -195,7 +195,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 10 modules, 235 capsules, 19 profiles: 0 errors, 9 warnings, 9 notes\n"));
+    CHECK(has(run.out, "lint: 11 modules, 273 capsules, 20 profiles: 0 errors, 10 warnings, 10 notes\n"));
     CHECK(run.err.empty());
   }
 
@@ -307,7 +307,7 @@ covers = []
     // Written once in [defaults], reported once: the other capsules are counted in a note.
     CHECK(count(run.out, "error[unknown-test-suite]") == 1);
     CHECK(has(run.out, "  note: the same evidence backs 52 more capsules: `reference.scaled_matmul`"));
-    CHECK(has(run.out, ": 1 errors, 9 warnings, 9 notes"));
+    CHECK(has(run.out, ": 1 errors, 10 warnings, 10 notes"));
   }
 
   TEST_CASE("a suite this build lacks on a capsule without a handler is a note and not an error") {
@@ -849,7 +849,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     const CliRun denied = lint_shipped({"--deny", "no-compiled-handler"});
     CHECK(denied.status == 1);
     CHECK(has(denied.out, "error[no-compiled-handler]"));
-    CHECK(has(denied.out, "9 errors, 0 warnings, 9 notes"));
+    CHECK(has(denied.out, "10 errors, 0 warnings, 10 notes"));
     // Comma lists, and an allowed rule wins over --deny warnings.
     const CliRun quiet = lint_shipped({"--deny", "warnings", "--allow", "no-compiled-handler,unverifiable-evidence"});
     CHECK(quiet.status == 0);
@@ -897,7 +897,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(testing::JsonCheck(json.out).one_object());
     CHECK(has(json.out, R"("severity":"error","code":"unknown-test-suite","file":")"));
     CHECK(has(json.out, R"("help":"did you mean `reference.values`?")"));
-    CHECK(has(json.out, R"("errors":1,"warnings":9,"notes":9})"));
+    CHECK(has(json.out, R"("errors":1,"warnings":10,"notes":10})"));
 
     const CliRun sarif = lint_in(tree, {"--format", "sarif"});
     CHECK(sarif.status == 1);
@@ -924,7 +924,7 @@ contracts.vjp    = { claim = "vjp-refinement", mode = ")", mode, R"(", evidence 
     CHECK(has(github.out, "%0Ahelp: did you mean `reference.values`?\n"));
     CHECK(has(github.out, "\n::warning file=catalogs/native-cuda.toml,line=8,col=10,title=capsule no-compiled-handler::"));
     CHECK(has(github.out, "\n::notice file=catalogs/native-cuda.toml,line=8,col=10,title=capsule unverifiable-evidence::"));
-    CHECK(count(github.out, "\n") == 19);  // one command per finding (checker names resolve: no notes for them)
+    CHECK(count(github.out, "\n") == 21);  // one command per finding (checker names resolve: no notes for them)
   }
 
   TEST_CASE("github annotations escape percent signs and line breaks and property separators") {

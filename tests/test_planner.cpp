@@ -272,6 +272,19 @@ TEST_SUITE("planner") {
     CHECK(hybrid.planner.available().capsules().size() == hybrid.planner.registry().capsules().size());
   }
 
+  TEST_CASE("libtorch_cuda plans a whole model with LibTorch's CUDA twins, and libtorch_forward_cuda keeps TorchLean's plan") {
+    const ResolvedProfile twin = shipped_profile("libtorch_cuda");
+    const std::vector<Op> model{Op::Reshape, Op::Permute, Op::Matmul, Op::Broadcast, Op::Add,    Op::Relu,
+                                Op::Linear,  Op::Conv,    Op::MaxPool, Op::Softmax,  Op::MseLoss, Op::CrossEntropy,
+                                Op::LayerNorm};
+    for (const std::string& name : planned_names(twin, model)) CHECK_MESSAGE(name.starts_with("libtorch_cuda."), name);
+    // An op no LibTorch CUDA capsule declares plans to the device's own capsule, never to the CPU.
+    CHECK(planned_names(twin, {Op::HardMaskedSoftmax}) == std::vector<std::string>{"native_cuda.hard_masked_softmax"});
+    // The twins of module libtorch-cuda-model stay out of libtorch_forward_cuda (semantics §10.13).
+    CHECK(planned_names(shipped_profile("libtorch_forward_cuda"), {Op::Add, Op::Relu, Op::Softmax}) ==
+          std::vector<std::string>{"native_cuda.add", "native_cuda.relu", "native_cuda.softmax"});
+  }
+
   TEST_CASE("only excludes other providers and the error says so") {
     const ResolvedProfile cuda = shipped_profile("checked_cuda");
     KernelPolicy policy = cuda.profile->policy;

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "gpu_support.hpp"
+#include "libtorch_cuda_table.hpp"
 #include "parity.hpp"
 #include "suite_coverage.hpp"
 
@@ -78,10 +79,14 @@ const SuiteCoverage kCudnnValues("cudnn.values", Obligation::Value, Provider::Cu
 const SuiteCoverage kCudnnVjps("cudnn.vjps", Obligation::Vjp, Provider::Cudnn, Device::Cuda,
                                [] { return registered_parity_ops(Provider::Cudnn); });
 #if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
-/// The parity ops plus scaled_dot_product_attention, whose §10.16 fixture the suites also run
+/// The parity ops, the ops held to the LibTorch parity table (libtorch_cuda_table.cpp), and
+/// scaled_dot_product_attention, whose §10.16 fixture the suites also run
 /// (libtorch_sdpa_fixture.cpp).
 std::vector<Op> libtorch_cuda_ops() {
   std::vector<Op> ops = registered_parity_ops(Provider::Libtorch);
+  for (const Op op : libtorch_table_ops()) {
+    if (registry().find(op, Provider::Libtorch, Device::Cuda) != nullptr) ops.push_back(op);
+  }
   if (registry().find(Op::ScaledDotProductAttention, Provider::Libtorch, Device::Cuda) != nullptr) {
     ops.push_back(Op::ScaledDotProductAttention);
   }

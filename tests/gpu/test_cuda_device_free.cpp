@@ -12,8 +12,10 @@
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
 #include "gpu_support.hpp"
+#include "libtorch_cuda_table.hpp"
 #include "parity.hpp"
 #include "parity_suites.hpp"
+#include "parity_table.hpp"
 
 namespace {
 
@@ -89,6 +91,59 @@ TEST_SUITE("cuda.device_free") {
       }
     }
     CHECK(capsules >= parity_ops(Provider::Cublas).size());
+  }
+
+  TEST_CASE("device-free: every LibTorch CUDA capsule with suite evidence is covered by the libtorch.cuda suites") {
+    REQUIRE_MESSAGE(shipped().failed_modules.empty(), "a shipped catalog does not load");
+    const std::vector<Op> table_ops = libtorch_table_ops();
+    const std::vector<Op>& own_ops = parity_ops(Provider::Libtorch);
+    const auto covers = [](const std::vector<Op>& ops, Op op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); };
+    // The table's ops and the vendor-class ops with their own GPU cases are disjoint.
+    for (const Op op : table_ops) CHECK_MESSAGE(!covers(own_ops, op), to_string(op) << " is in both GPU tables");
+    std::vector<Op> model_ops;
+    std::size_t capsules = 0;
+    for (const ModulePtr& module : shipped().modules) {
+      for (const Capsule& c : module->capsules) {
+        if (c.provider != Provider::Libtorch || c.device != Device::Cuda) continue;
+        const Evidence& value = c.contract(Obligation::Value).evidence;
+        if (module->name == "libtorch-cuda-model") model_ops.push_back(c.op);
+        // TorchLean's SDPA pair keeps its value on a trusted boundary (catalogs/libtorch.toml).
+        if (value.kind != EvidenceKind::TestSuite) continue;
+        ++capsules;
+        CHECK_MESSAGE(value.name == "libtorch.cuda.values", c.name << ": value evidence " << value.name);
+        CHECK_MESSAGE(c.contract(Obligation::Vjp).evidence.name == "libtorch.cuda.vjps", c.name << ": vjp evidence");
+        CHECK_MESSAGE((covers(own_ops, c.op) || covers(table_ops, c.op)),
+                      c.name << ": no GPU parity cases for " << to_string(c.op));
+      }
+    }
+    CHECK(capsules == own_ops.size() + table_ops.size());
+    // catalogs/libtorch-cuda-model.toml declares exactly the table's ops, in the table's order.
+    CHECK(model_ops == table_ops);
+  }
+
+  TEST_CASE("device-free: the CUDA twins' table is the CPU twins' with only repeated-index sums loosened") {
+    using libtorch_parity::Bound;
+    using libtorch_parity::IndexAccumulation;
+    const auto cpu = libtorch_parity::parity_cases(IndexAccumulation::InOrder);
+    const auto cuda = libtorch_parity::parity_cases(IndexAccumulation::Unordered);
+    REQUIRE(cpu.size() == cuda.size());
+    std::size_t loosened = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      CAPTURE(cpu[i].name);
+      CHECK(cpu[i].name == cuda[i].name);
+      CHECK(cpu[i].op == cuda[i].op);
+      CHECK(cpu[i].terms == cuda[i].terms);
+      for (const auto& [in_order, unordered] : {std::pair{cpu[i].forward, cuda[i].forward},
+                                                std::pair{cpu[i].backward, cuda[i].backward}}) {
+        if (in_order.bound == unordered.bound && in_order.k == unordered.k) continue;
+        ++loosened;
+        CHECK((cpu[i].op == Op::Gather || cpu[i].op == Op::ScatterAdd));
+        CHECK(in_order.bound == Bound::Exact);
+        CHECK((unordered.bound == Bound::Terms && unordered.k == 2));
+        CHECK(cpu[i].terms >= 2);  // a repeated index sums at least two terms
+      }
+    }
+    CHECK(loosened == 5);  // gather's adjoint in three cases, scatter_add's forward in two
   }
 
   TEST_CASE("device-free: the probe names why there is no usable device") {

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// The libtorch.cuda suites for the CUDA twins declared in catalogs/libtorch-cuda-model.toml: the
+// LibTorch parity table (tests/libtorch/parity_table.hpp), the one its CPU twins pass in
+// libtorch.values and libtorch.vjps, run with the handler on the device. Inputs and the
+// reference's answer are made on the host; the twin gets copies on the device and its results
+// come back (upload, download). Same cases, same bounds, with one exception: ATen's CUDA
+// index_add_ sums repeated indices with atomics, so gather's adjoint and scatter_add get the bound
+// of a sum in any order where the CPU's in-order sums are exact. ATen's CUDA kernels round
+// differently from its CPU ones (libdevice's transcendentals, tree reductions), and the other
+// bounds are derived for any summation order and for functions within a few ulps (docs/libtorch.md,
+// "Parity bounds"), so where a CUDA kernel misses one, the derivation is what a GPU run corrects.
+//
+// The eight vendor-class ops (matmul, scaled_matmul, linear, conv, conv_transpose, max_pool,
+// avg_pool, batch_norm) keep their own GPU cases (parity.cpp), shared with cuBLAS and cuDNN.
+//
+// This file needs no LibTorch header, so it is compiled in every build of capsule_gpu_tests; its
+// cases exist only where LibTorch has CUDA (CAPSULE_HAVE_LIBTORCH_CUDA), like the twins.
+#include "libtorch_cuda_table.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "gpu_support.hpp"
+#include "parity_suites.hpp"
+#include "parity_table.hpp"
+
+namespace capsule::gpu_test {
+
+std::vector<Op> libtorch_table_ops() {
+  const std::vector<Op>& own_cases = parity_ops(Provider::Libtorch);
+  std::vector<Op> ops;
+  for (const Op op : libtorch_parity::covered_ops()) {
+    if (std::find(own_cases.begin(), own_cases.end(), op) == own_cases.end()) ops.push_back(op);
+  }
+  return ops;
+}
+
+void run_libtorch_table(Op op, Obligation obligation) {
+  if (skip_without_device()) return;
+  const HandlerSpec* twin = cuda_handler(op, Provider::Libtorch);
+  REQUIRE_MESSAGE(twin != nullptr, "this build registers no libtorch handler for " << to_string(op) << " on cuda");
+  const libtorch_parity::Placement on_device{&upload, &download};
+  // The CPU suites' seeds differ; any seed is a fair draw, and a fixed one makes a miss repeatable.
+  std::uint64_t seed = obligation == Obligation::Value ? 3100 : 3500;
+  std::size_t cases = 0;
+  // ATen's CUDA index_add_ sums a repeated index with atomics, in no fixed order.
+  for (const libtorch_parity::ParityCase& c : libtorch_parity::parity_cases(libtorch_parity::IndexAccumulation::Unordered)) {
+    if (c.op != op) continue;
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      CAPTURE(c.name);
+      CAPTURE(to_string(dtype));
+      if (obligation == Obligation::Value) {
+        libtorch_parity::check_forward(*twin, reference_handler(op), c, dtype, ++seed, on_device);
+      } else {
+        libtorch_parity::check_backward(*twin, reference_handler(op), c, dtype, ++seed, on_device);
+      }
+      ++cases;
+    }
+  }
+  CHECK_MESSAGE(cases > 0, "the parity table has no case for " << to_string(op));
+}
+
+}  // namespace capsule::gpu_test
+
+#if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
+using capsule::Obligation;
+using capsule::Op;
+using capsule::gpu_test::run_libtorch_table;
+
+// Test case names start with "parity: libtorch " and end with "forward" or "vjp": CMake labels
+// them `gpu` and libtorch.cuda.values or libtorch.cuda.vjps (tests/gpu/CMakeLists.txt).
+TEST_SUITE("libtorch.cuda.values") {
+  TEST_CASE("parity: libtorch add forward") { run_libtorch_table(Op::Add, Obligation::Value); }
+  TEST_CASE("parity: libtorch sub forward") { run_libtorch_table(Op::Sub, Obligation::Value); }
+  TEST_CASE("parity: libtorch mul forward") { run_libtorch_table(Op::Mul, Obligation::Value); }
+  TEST_CASE("parity: libtorch div forward") { run_libtorch_table(Op::Div, Obligation::Value); }
+  TEST_CASE("parity: libtorch max forward") { run_libtorch_table(Op::Max, Obligation::Value); }
+  TEST_CASE("parity: libtorch min forward") { run_libtorch_table(Op::Min, Obligation::Value); }
+  TEST_CASE("parity: libtorch neg forward") { run_libtorch_table(Op::Neg, Obligation::Value); }
+  TEST_CASE("parity: libtorch abs forward") { run_libtorch_table(Op::Abs, Obligation::Value); }
+  TEST_CASE("parity: libtorch sqrt forward") { run_libtorch_table(Op::Sqrt, Obligation::Value); }
+  TEST_CASE("parity: libtorch relu forward") { run_libtorch_table(Op::Relu, Obligation::Value); }
+  TEST_CASE("parity: libtorch gelu forward") { run_libtorch_table(Op::Gelu, Obligation::Value); }
+  TEST_CASE("parity: libtorch sigmoid forward") { run_libtorch_table(Op::Sigmoid, Obligation::Value); }
+  TEST_CASE("parity: libtorch tanh forward") { run_libtorch_table(Op::Tanh, Obligation::Value); }
+  TEST_CASE("parity: libtorch exp forward") { run_libtorch_table(Op::Exp, Obligation::Value); }
+  TEST_CASE("parity: libtorch log forward") { run_libtorch_table(Op::Log, Obligation::Value); }
+  TEST_CASE("parity: libtorch sin forward") { run_libtorch_table(Op::Sin, Obligation::Value); }
+  TEST_CASE("parity: libtorch cos forward") { run_libtorch_table(Op::Cos, Obligation::Value); }
+  TEST_CASE("parity: libtorch inv forward") { run_libtorch_table(Op::Inv, Obligation::Value); }
+  TEST_CASE("parity: libtorch scale forward") { run_libtorch_table(Op::Scale, Obligation::Value); }
+  TEST_CASE("parity: libtorch clamp forward") { run_libtorch_table(Op::Clamp, Obligation::Value); }
+  TEST_CASE("parity: libtorch safe_log forward") { run_libtorch_table(Op::SafeLog, Obligation::Value); }
+  TEST_CASE("parity: libtorch softplus forward") { run_libtorch_table(Op::Softplus, Obligation::Value); }
+  TEST_CASE("parity: libtorch silu forward") { run_libtorch_table(Op::Silu, Obligation::Value); }
+  TEST_CASE("parity: libtorch softmax forward") { run_libtorch_table(Op::Softmax, Obligation::Value); }
+  TEST_CASE("parity: libtorch log_softmax forward") { run_libtorch_table(Op::LogSoftmax, Obligation::Value); }
+  TEST_CASE("parity: libtorch reduce_sum forward") { run_libtorch_table(Op::ReduceSum, Obligation::Value); }
+  TEST_CASE("parity: libtorch reduce_mean forward") { run_libtorch_table(Op::ReduceMean, Obligation::Value); }
+  TEST_CASE("parity: libtorch mse_loss forward") { run_libtorch_table(Op::MseLoss, Obligation::Value); }
+  TEST_CASE("parity: libtorch cross_entropy forward") { run_libtorch_table(Op::CrossEntropy, Obligation::Value); }
+  TEST_CASE("parity: libtorch smooth_max_pool forward") { run_libtorch_table(Op::SmoothMaxPool, Obligation::Value); }
+  TEST_CASE("parity: libtorch reshape forward") { run_libtorch_table(Op::Reshape, Obligation::Value); }
+  TEST_CASE("parity: libtorch permute forward") { run_libtorch_table(Op::Permute, Obligation::Value); }
+  TEST_CASE("parity: libtorch broadcast forward") { run_libtorch_table(Op::Broadcast, Obligation::Value); }
+  TEST_CASE("parity: libtorch layer_norm forward") { run_libtorch_table(Op::LayerNorm, Obligation::Value); }
+  TEST_CASE("parity: libtorch gather forward") { run_libtorch_table(Op::Gather, Obligation::Value); }
+  TEST_CASE("parity: libtorch scatter_add forward") { run_libtorch_table(Op::ScatterAdd, Obligation::Value); }
+  TEST_CASE("parity: libtorch concat forward") { run_libtorch_table(Op::Concat, Obligation::Value); }
+  TEST_CASE("parity: libtorch slice forward") { run_libtorch_table(Op::Slice, Obligation::Value); }
+}
+
+TEST_SUITE("libtorch.cuda.vjps") {
+  TEST_CASE("parity: libtorch add vjp") { run_libtorch_table(Op::Add, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch sub vjp") { run_libtorch_table(Op::Sub, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch mul vjp") { run_libtorch_table(Op::Mul, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch div vjp") { run_libtorch_table(Op::Div, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch max vjp") { run_libtorch_table(Op::Max, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch min vjp") { run_libtorch_table(Op::Min, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch neg vjp") { run_libtorch_table(Op::Neg, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch abs vjp") { run_libtorch_table(Op::Abs, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch sqrt vjp") { run_libtorch_table(Op::Sqrt, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch relu vjp") { run_libtorch_table(Op::Relu, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch gelu vjp") { run_libtorch_table(Op::Gelu, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch sigmoid vjp") { run_libtorch_table(Op::Sigmoid, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch tanh vjp") { run_libtorch_table(Op::Tanh, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch exp vjp") { run_libtorch_table(Op::Exp, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch log vjp") { run_libtorch_table(Op::Log, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch sin vjp") { run_libtorch_table(Op::Sin, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch cos vjp") { run_libtorch_table(Op::Cos, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch inv vjp") { run_libtorch_table(Op::Inv, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch scale vjp") { run_libtorch_table(Op::Scale, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch clamp vjp") { run_libtorch_table(Op::Clamp, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch safe_log vjp") { run_libtorch_table(Op::SafeLog, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch softplus vjp") { run_libtorch_table(Op::Softplus, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch silu vjp") { run_libtorch_table(Op::Silu, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch softmax vjp") { run_libtorch_table(Op::Softmax, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch log_softmax vjp") { run_libtorch_table(Op::LogSoftmax, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch reduce_sum vjp") { run_libtorch_table(Op::ReduceSum, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch reduce_mean vjp") { run_libtorch_table(Op::ReduceMean, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch mse_loss vjp") { run_libtorch_table(Op::MseLoss, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch cross_entropy vjp") { run_libtorch_table(Op::CrossEntropy, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch smooth_max_pool vjp") { run_libtorch_table(Op::SmoothMaxPool, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch reshape vjp") { run_libtorch_table(Op::Reshape, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch permute vjp") { run_libtorch_table(Op::Permute, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch broadcast vjp") { run_libtorch_table(Op::Broadcast, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch layer_norm vjp") { run_libtorch_table(Op::LayerNorm, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch gather vjp") { run_libtorch_table(Op::Gather, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch scatter_add vjp") { run_libtorch_table(Op::ScatterAdd, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch concat vjp") { run_libtorch_table(Op::Concat, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch slice vjp") { run_libtorch_table(Op::Slice, Obligation::Vjp); }
+}
+#endif
