@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -21,6 +20,7 @@
 #include "capsule/handlers/libtorch.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
+#include "parity_table.hpp"
 #include "suite_coverage.hpp"
 #include "test_support.hpp"
 
@@ -54,7 +54,8 @@ const HandlerSpec& ref(Op op) {
   return h->spec;
 }
 
-double unit_roundoff(DType dtype) { return dtype == DType::F32 ? 0x1p-24 : 0x1p-53; }
+using libtorch_parity::bytes_of;
+using libtorch_parity::unit_roundoff;
 
 double max_abs(const Tensor& t) {
   double m = 0;
@@ -63,18 +64,6 @@ double max_abs(const Tensor& t) {
     if (std::isfinite(v)) m = std::max(m, std::abs(v));
   }
   return m;
-}
-
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  if (!t.defined()) return {};
-  const std::size_t n = static_cast<std::size_t>(t.numel()) * element_size(t.dtype());
-  std::vector<unsigned char> out(n);
-  if (n != 0) {
-    const void* p = t.dtype() == DType::F32 ? static_cast<const void*>(t.data<float>())
-                                            : static_cast<const void*>(t.data<double>());
-    std::memcpy(out.data(), p, n);
-  }
-  return out;
 }
 
 /// "" or the first element where `l` leaves `r`: a non-finite reference value must be matched
