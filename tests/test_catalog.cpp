@@ -42,7 +42,7 @@ TEST_SUITE("catalog") {
     CHECK(module_named("cublas").capsules.size() == 3);
     CHECK(module_named("cudnn").capsules.size() == 5);
     CHECK(module_named("libtorch-cuda").capsules.size() == 8);
-    CHECK(module_named("libtorch-cuda-model").capsules.size() == 38);
+    CHECK(module_named("libtorch-cuda-model").capsules.size() == 40);
     CHECK(shipped().profiles.size() == 20);
     for (const char* name : {"checked_cpu", "libtorch_cpu", "libtorch_autograd_cpu", "checked_cuda", "libtorch_forward_cuda", "libtorch_forward_strict",
                              "libtorch_autograd_cuda", "macos_cpu", "windows_cpu", "future_metal", "future_rocm",

@@ -195,7 +195,7 @@ TEST_SUITE("lint") {
                        "`native-cuda` (native-cuda/cuda) have no compiled handler in this build"));
     CHECK(has(run.out, "note[unverifiable-evidence]: evidence of module `native-cuda` cannot be checked by this build"));
     CHECK(has(run.out, "test suites `native_cuda.values`, `native_cuda.vjps` (not in this build's manifest)"));
-    CHECK(has(run.out, "lint: 11 modules, 273 capsules, 20 profiles: 0 errors, 10 warnings, 10 notes\n"));
+    CHECK(has(run.out, "lint: 11 modules, 275 capsules, 20 profiles: 0 errors, 10 warnings, 10 notes\n"));
     CHECK(run.err.empty());
   }
 

@@ -276,10 +276,12 @@ TEST_SUITE("planner") {
     const ResolvedProfile twin = shipped_profile("libtorch_cuda");
     const std::vector<Op> model{Op::Reshape, Op::Permute, Op::Matmul, Op::Broadcast, Op::Add,    Op::Relu,
                                 Op::Linear,  Op::Conv,    Op::MaxPool, Op::Softmax,  Op::MseLoss, Op::CrossEntropy,
-                                Op::LayerNorm};
+                                Op::LayerNorm, Op::HardMaskedSoftmax, Op::SoftmaxMatmul};
     for (const std::string& name : planned_names(twin, model)) CHECK_MESSAGE(name.starts_with("libtorch_cuda."), name);
-    // An op no LibTorch CUDA capsule declares plans to the device's own capsule, never to the CPU.
-    CHECK(planned_names(twin, {Op::HardMaskedSoftmax}) == std::vector<std::string>{"native_cuda.hard_masked_softmax"});
+    // An op no checked LibTorch CUDA capsule declares plans to the device's own capsule, never to
+    // the CPU: TorchLean's SDPA pair is trusted-external, and the profile asks for checked.
+    CHECK(planned_names(twin, {Op::ScaledDotProductAttention, Op::RandUniform}) ==
+          std::vector<std::string>{"native_cuda.direct_attention", "native_cuda.rand_uniform"});
     // The twins of module libtorch-cuda-model stay out of libtorch_forward_cuda (semantics §10.13).
     CHECK(planned_names(shipped_profile("libtorch_forward_cuda"), {Op::Add, Op::Relu, Op::Softmax}) ==
           std::vector<std::string>{"native_cuda.add", "native_cuda.relu", "native_cuda.softmax"});

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The libtorch.cuda suites for the CUDA twins declared in catalogs/libtorch-cuda-model.toml: the
-// LibTorch parity table (tests/libtorch/parity_table.hpp), the one its CPU twins pass in
+// The libtorch.cuda suites for the CUDA twins declared in catalogs/libtorch-cuda-model.toml, and
+// for TorchLean's SDPA pair on CUDA: the LibTorch parity tables (tests/libtorch/parity_table.hpp,
+// and attention_table.hpp for the attention family), the ones their CPU twins pass in
 // libtorch.values and libtorch.vjps, run with the handler on the device. Inputs and the
 // reference's answer are made on the host; the twin gets copies on the device and its results
 // come back (upload, download). Same cases, same bounds, with one exception: ATen's CUDA
@@ -20,27 +21,67 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "gpu_support.hpp"
 #include "parity_suites.hpp"
+#include "attention_table.hpp"
 #include "parity_table.hpp"
 
 namespace capsule::gpu_test {
 
 std::vector<Op> libtorch_table_ops() {
   const std::vector<Op>& own_cases = parity_ops(Provider::Libtorch);
+  const auto has_own_cases = [&](Op op) { return std::find(own_cases.begin(), own_cases.end(), op) != own_cases.end(); };
   std::vector<Op> ops;
   for (const Op op : libtorch_parity::covered_ops()) {
-    if (std::find(own_cases.begin(), own_cases.end(), op) == own_cases.end()) ops.push_back(op);
+    if (!has_own_cases(op)) ops.push_back(op);
+  }
+  // SDPA's CUDA capsules are TorchLean's pair (catalogs/libtorch.toml); the attention table runs
+  // on them too (run_libtorch_table), beside the §10.16 fixture.
+  for (const Op op : libtorch_parity::attention_ops()) {
+    if (!has_own_cases(op) && op != Op::ScaledDotProductAttention) ops.push_back(op);
   }
   return ops;
 }
+
+namespace {
+
+bool in_attention_table(Op op) {
+  const std::vector<Op> ops = libtorch_parity::attention_ops();
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+/// The attention table's cases of `op`, in both dtypes. Each case checks the forward and the
+/// adjoint together (the adjoint takes the forward's output), in either suite, as on the CPU.
+std::size_t run_attention_table(const HandlerSpec& twin, Op op, Obligation obligation,
+                                const libtorch_parity::Placement& on_device) {
+  std::mt19937_64 rng(obligation == Obligation::Value ? 3900 : 3950);
+  std::size_t cases = 0;
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    std::vector<libtorch_parity::AttentionCase> all = libtorch_parity::attention_random_cases(dtype, rng);
+    for (libtorch_parity::AttentionCase& c : libtorch_parity::attention_special_cases(dtype)) all.push_back(std::move(c));
+    for (const libtorch_parity::AttentionCase& c : all) {
+      if (c.op != op) continue;
+      libtorch_parity::check_attention_case(twin, reference_handler(op), c, rng, on_device);
+      ++cases;
+    }
+  }
+  return cases;
+}
+
+}  // namespace
 
 void run_libtorch_table(Op op, Obligation obligation) {
   if (skip_without_device()) return;
   const HandlerSpec* twin = cuda_handler(op, Provider::Libtorch);
   REQUIRE_MESSAGE(twin != nullptr, "this build registers no libtorch handler for " << to_string(op) << " on cuda");
   const libtorch_parity::Placement on_device{&upload, &download};
+  if (in_attention_table(op)) {
+    CHECK_MESSAGE(run_attention_table(*twin, op, obligation, on_device) > 0,
+                  "the attention table has no case for " << to_string(op));
+    return;
+  }
   // The CPU suites' seeds differ; any seed is a fair draw, and a fixed one makes a miss repeatable.
   std::uint64_t seed = obligation == Obligation::Value ? 3100 : 3500;
   std::size_t cases = 0;
@@ -109,6 +150,11 @@ TEST_SUITE("libtorch.cuda.values") {
   TEST_CASE("parity: libtorch scatter_add forward") { run_libtorch_table(Op::ScatterAdd, Obligation::Value); }
   TEST_CASE("parity: libtorch concat forward") { run_libtorch_table(Op::Concat, Obligation::Value); }
   TEST_CASE("parity: libtorch slice forward") { run_libtorch_table(Op::Slice, Obligation::Value); }
+  TEST_CASE("parity: libtorch hard_masked_softmax forward") { run_libtorch_table(Op::HardMaskedSoftmax, Obligation::Value); }
+  TEST_CASE("parity: libtorch softmax_matmul forward") { run_libtorch_table(Op::SoftmaxMatmul, Obligation::Value); }
+  TEST_CASE("parity: libtorch scaled_dot_product_attention forward") {
+    run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Value);
+  }
 }
 
 TEST_SUITE("libtorch.cuda.vjps") {
@@ -150,5 +196,10 @@ TEST_SUITE("libtorch.cuda.vjps") {
   TEST_CASE("parity: libtorch scatter_add vjp") { run_libtorch_table(Op::ScatterAdd, Obligation::Vjp); }
   TEST_CASE("parity: libtorch concat vjp") { run_libtorch_table(Op::Concat, Obligation::Vjp); }
   TEST_CASE("parity: libtorch slice vjp") { run_libtorch_table(Op::Slice, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch hard_masked_softmax vjp") { run_libtorch_table(Op::HardMaskedSoftmax, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch softmax_matmul vjp") { run_libtorch_table(Op::SoftmaxMatmul, Obligation::Vjp); }
+  TEST_CASE("parity: libtorch scaled_dot_product_attention vjp") {
+    run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Vjp);
+  }
 }
 #endif

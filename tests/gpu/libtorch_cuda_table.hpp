@@ -8,13 +8,15 @@
 
 namespace capsule::gpu_test {
 
-/// The ops whose CUDA twins the libtorch.cuda suites check with the LibTorch parity table: every op
-/// of the table except those with their own GPU cases (parity_ops(Provider::Libtorch)). These are
-/// the ops of catalogs/libtorch-cuda-model.toml (test_cuda_device_free.cpp checks that).
+/// The ops whose CUDA twins the libtorch.cuda suites check with the LibTorch parity tables: every
+/// op of the main table and of the attention table except those with their own GPU cases
+/// (parity_ops(Provider::Libtorch)) and scaled_dot_product_attention (TorchLean's pair, declared
+/// in catalogs/libtorch.toml). These are the ops of catalogs/libtorch-cuda-model.toml
+/// (test_cuda_device_free.cpp checks that).
 std::vector<Op> libtorch_table_ops();
 
-/// The body of one op's value or VJP case: every table case of `op`, in float32 and float64, with
-/// the twin on the device. Without a device it skips with the probe's reason.
+/// The body of one op's value or VJP case: every case of `op` in its table, in float32 and
+/// float64, with the twin on the device. Without a device it skips with the probe's reason.
 void run_libtorch_table(Op op, Obligation obligation);
 
 }  // namespace capsule::gpu_test

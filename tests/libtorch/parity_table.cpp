@@ -385,18 +385,6 @@ namespace {
 
 Tensor same_tensor(const Tensor& t) { return t; }
 
-/// Copies each defined tensor with `copy`; an undefined one (no gradient) stays undefined.
-std::vector<Tensor> copied(std::span<const Tensor> ts, Tensor (*copy)(const Tensor&)) {
-  std::vector<Tensor> out;
-  out.reserve(ts.size());
-  for (const Tensor& t : ts) out.push_back(t.defined() ? copy(t) : t);
-  return out;
-}
-
-std::vector<unsigned char> host_bytes(const Tensor& t, const Placement& placement) {
-  return bytes_of(t.defined() ? placement.to_host(t) : t);
-}
-
 /// A handler that keeps forward state (forward_saving / backward_saved): its saving forward gives
 /// the plain forward's bits, and the adjoint from that state gives the recomputing adjoint's
 /// bits (`recomputed`, on the host), leaving inputs, output and gradient unchanged. `inputs` and
@@ -408,31 +396,49 @@ void check_saved_state(const HandlerSpec& h, const ParityCase& c, const std::vec
   const Tensor plain = h.forward(inputs, c.attrs).value();
   RuntimeResult<SavingForwardResult> saving = h.forward_saving(inputs, c.attrs);
   REQUIRE_MESSAGE(saving.has_value(), saving.error().message);
-  CHECK(host_bytes(saving->output, placement) == host_bytes(plain, placement));
+  CHECK(placement.host_bytes(saving->output) == placement.host_bytes(plain));
   // An empty input has nothing to keep; every other call keeps the statistics or indices.
   CHECK((saving->saved != nullptr) == (inputs[0].numel() != 0));
   std::vector<std::vector<unsigned char>> before;
-  for (const Tensor& t : inputs) before.push_back(host_bytes(t, placement));
+  for (const Tensor& t : inputs) before.push_back(placement.host_bytes(t));
   const auto from_state = h.backward_saved(inputs, saving->output, grad, c.attrs, saving->saved.get());
   REQUIRE_MESSAGE(from_state.has_value(), from_state.error().message);
-  for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(host_bytes(inputs[i], placement) == before[i]);
+  for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(placement.host_bytes(inputs[i]) == before[i]);
   REQUIRE(from_state->size() == recomputed.size());
   for (std::size_t i = 0; i < recomputed.size(); ++i) {
-    CHECK_MESSAGE(host_bytes((*from_state)[i], placement) == bytes_of(recomputed[i]),
+    CHECK_MESSAGE(placement.host_bytes((*from_state)[i]) == bytes_of(recomputed[i]),
                   "gradient " << i << " from saved state");
   }
 }
 
 }  // namespace
 
-Placement on_host() { return Placement{&same_tensor, &same_tensor}; }
+std::vector<Tensor> Placement::handler_copies(std::span<const Tensor> host) const {
+  std::vector<Tensor> out;
+  out.reserve(host.size());
+  for (const Tensor& t : host) out.push_back(t.defined() ? to_handler(t) : t);
+  return out;
+}
+
+std::vector<Tensor> Placement::host_copies(std::span<const Tensor> placed) const {
+  std::vector<Tensor> out;
+  out.reserve(placed.size());
+  for (const Tensor& t : placed) out.push_back(t.defined() ? to_host(t) : t);
+  return out;
+}
+
+std::vector<unsigned char> Placement::host_bytes(const Tensor& placed) const {
+  return bytes_of(placed.defined() ? to_host(placed) : placed);
+}
+
+Placement host_placement() { return Placement{&same_tensor, &same_tensor}; }
 
 void check_forward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
                    std::uint64_t seed, const Placement& placement) {
   std::mt19937_64 rng(seed);
   std::vector<Tensor> inputs;
   for (const InputSpec& spec : c.inputs) inputs.push_back(make_input(spec, dtype, rng).value());
-  const std::vector<Tensor> placed = copied(inputs, placement.to_handler);
+  const std::vector<Tensor> placed = placement.handler_copies(inputs);
   std::vector<std::vector<unsigned char>> before;
   for (const Tensor& t : inputs) before.push_back(bytes_of(t));
   const RuntimeResult<Tensor> ref = oracle.forward(inputs, c.attrs);
@@ -441,7 +447,7 @@ void check_forward(const HandlerSpec& handler, const HandlerSpec& oracle, const 
                   "reference " << (ref ? "succeeds" : ref.error().message) << "; libtorch "
                                << (lib ? "succeeds" : lib.error().message));
   for (std::size_t i = 0; i < placed.size(); ++i) {
-    CHECK_MESSAGE(host_bytes(placed[i], placement) == before[i], "input " << i << " changed");
+    CHECK_MESSAGE(placement.host_bytes(placed[i]) == before[i], "input " << i << " changed");
   }
   if (!ref) return;
   for (const Tensor& t : placed) CHECK_FALSE(lib->shares_storage_with(t));
@@ -462,7 +468,7 @@ void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const
   const Tensor out = oracle.forward(inputs, c.attrs).value();
   const Tensor grad = make_input({out.shape().to_vector()}, dtype, rng).value();
   REQUIRE((handler.backward != nullptr));
-  const std::vector<Tensor> placed = copied(inputs, placement.to_handler);
+  const std::vector<Tensor> placed = placement.handler_copies(inputs);
   const Tensor placed_out = placement.to_handler(out);
   const Tensor placed_grad = placement.to_handler(grad);
   std::vector<std::vector<unsigned char>> before;
@@ -474,12 +480,12 @@ void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const
   REQUIRE_MESSAGE(ref.has_value() == lib.has_value(),
                   "reference " << (ref ? "succeeds" : ref.error().message) << "; libtorch "
                                << (lib ? "succeeds" : lib.error().message));
-  for (std::size_t i = 0; i < placed.size(); ++i) CHECK(host_bytes(placed[i], placement) == before[i]);
-  CHECK(host_bytes(placed_out, placement) == out_before);
-  CHECK(host_bytes(placed_grad, placement) == grad_before);
+  for (std::size_t i = 0; i < placed.size(); ++i) CHECK(placement.host_bytes(placed[i]) == before[i]);
+  CHECK(placement.host_bytes(placed_out) == out_before);
+  CHECK(placement.host_bytes(placed_grad) == grad_before);
   if (!ref) return;
   REQUIRE(lib->size() == ref->size());
-  const std::vector<Tensor> lib_host = copied(*lib, placement.to_host);
+  const std::vector<Tensor> lib_host = placement.host_copies(*lib);
   std::vector<Tensor> terms(ref->size());
   if (c.backward.bound == Bound::Terms) {
     const std::vector<Tensor> abs_inputs = absolute_all(inputs).value();

@@ -85,19 +85,25 @@ std::vector<Op> covered_ops();
 struct Placement {
   Tensor (*to_handler)(const Tensor&);
   Tensor (*to_host)(const Tensor&);
+
+  /// Each tensor copied with to_handler or to_host; an undefined one (no gradient) stays undefined.
+  std::vector<Tensor> handler_copies(std::span<const Tensor> host) const;
+  std::vector<Tensor> host_copies(std::span<const Tensor> placed) const;
+  /// The bytes of a tensor on the handler's device, read on the host (bytes_of its host copy).
+  std::vector<unsigned char> host_bytes(const Tensor& placed) const;
 };
 /// The identity placement, for CPU handlers.
-Placement on_host();
+Placement host_placement();
 
 /// Forward parity of one case in one dtype: `handler`'s output equals `oracle`'s (the reference
 /// handler, on the host) within the case's forward bound, the handler's inputs are bitwise
 /// unchanged after the call, and its output shares no storage with them.
 void check_forward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
-                   std::uint64_t seed, const Placement& placement = on_host());
+                   std::uint64_t seed, const Placement& placement = host_placement());
 /// Adjoint parity of one case in one dtype: `handler`'s adjoint equals `oracle`'s input by input
 /// within the case's backward bound, leaving inputs, output and gradient unchanged. A handler
 /// that keeps forward state also gives, from that state, its recomputing adjoint's bits.
 void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
-                    std::uint64_t seed, const Placement& placement = on_host());
+                    std::uint64_t seed, const Placement& placement = host_placement());
 
 }  // namespace capsule::libtorch_parity

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "attention_table.hpp"
 #include "capsule/handlers/libtorch.hpp"
 #include "capsule/runtime/session.hpp"
 #include "capsule/text.hpp"
-#include "parity_table.hpp"
 #include "suite_coverage.hpp"
 #include "test_support.hpp"
 
@@ -54,332 +54,9 @@ const HandlerSpec& ref(Op op) {
   return h->spec;
 }
 
-using libtorch_parity::bytes_of;
-using libtorch_parity::unit_roundoff;
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  if (!t.defined()) return m;
-  for (const double v : t.to_vector()) {
-    if (std::isfinite(v)) m = std::max(m, std::abs(v));
-  }
-  return m;
-}
-
-/// "" or the first element where `l` leaves `r`: a non-finite reference value must be matched
-/// exactly (NaN for NaN, the same infinity), a finite one within `allowed` (absolute).
-std::string compare(const Tensor& l, const Tensor& r, double allowed) {
-  if (l.defined() != r.defined()) return "one side has no gradient";
-  if (!l.defined()) return "";
-  if (l.shape() != r.shape()) return str("shape ", to_string(l.shape()), " vs ", to_string(r.shape()));
-  if (l.dtype() != r.dtype()) return "dtype differs";
-  const std::vector<double> lv = l.to_vector();
-  const std::vector<double> rv = r.to_vector();
-  for (std::size_t i = 0; i < lv.size(); ++i) {
-    const bool ok = std::isnan(rv[i])       ? std::isnan(lv[i])
-                    : !std::isfinite(rv[i]) ? lv[i] == rv[i]
-                                            : std::isfinite(lv[i]) && std::abs(lv[i] - rv[i]) <= allowed;
-    if (!ok) {
-      return str("element ", i, ": libtorch ", lv[i], " vs reference ", rv[i], " (bound ", allowed, ")");
-    }
-  }
-  return "";
-}
-
-/// Every element of `t` at the positions `where` marks is +0 or −0 exactly.
-bool zero_at(const Tensor& t, const std::vector<bool>& where) {
-  const std::vector<double> v = t.to_vector();
-  for (std::size_t i = 0; i < v.size() && i < where.size(); ++i) {
-    if (where[i] && v[i] != 0.0) return false;
-  }
-  return true;
-}
-
-Tensor tensor(std::vector<std::int64_t> dims, DType dtype, const std::vector<double>& values) {
-  return Tensor::from_values(Shape::make(dims).value(), dtype, values).value();
-}
-
-Tensor random(std::vector<std::int64_t> dims, DType dtype, std::mt19937_64& rng, double lo = -2, double hi = 2) {
-  const Shape shape = Shape::make(dims).value();
-  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (double& x : v) x = dist(rng);
-  return Tensor::from_values(shape, dtype, v).value();
-}
-
-/// A 0/1 mask with about a third of its entries blocked, and its row `blocked_row` (over the
-/// last axis) fully blocked when that row exists.
-Tensor random_mask(std::vector<std::int64_t> dims, DType dtype, std::mt19937_64& rng, std::int64_t blocked_row = 0) {
-  const Shape shape = Shape::make(dims).value();
-  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
-  for (double& x : v) x = rng() % 3 == 0 ? 0.0 : 1.0;
-  const std::int64_t lane = dims.empty() ? 1 : dims.back();
-  for (std::int64_t j = 0; j < lane; ++j) {
-    const auto i = static_cast<std::size_t>(blocked_row * lane + j);
-    if (i < v.size()) v[i] = 0.0;
-  }
-  return Tensor::from_values(shape, dtype, v).value();
-}
-
-// ---------------------------------------------------------------------------------------------
-// The bounds (docs/libtorch.md): |lib − ref| ≤ 8·N·u·M, N the number of rounded terms a result
-// depends on, M a bound on the magnitude of those terms, both per op from the operands.
-
-struct Bounds {
-  double forward = 0;
-  std::vector<double> backward;  // one per gradient
-};
-
-using BoundsOf = Bounds (*)(const std::vector<Tensor>&, const Tensor& grad, const OpAttrs&);
-
-/// hard_masked_softmax: a lane of L terms; weights ≤ 1; dx = y·(g − Σ g·y) ≤ 2‖g‖.
-Bounds masked_softmax_bounds(const std::vector<Tensor>& in, const Tensor& grad, const OpAttrs& attrs) {
-  const double u = unit_roundoff(in[0].dtype());
-  const std::size_t axis = in[0].rank() == 0 ? 0 : normalize_axis("test", attrs.axis, in[0].rank()).value();
-  const double lane = in[0].rank() == 0 ? 1.0 : double(in[0].dim(axis));
-  return {8 * (lane + 4) * u, {8 * (lane + 4) * u * std::max(1.0, max_abs(grad)), 0}};
-}
-
-/// scaled_matmul: k products plus one scaling; |terms| ≤ |alpha|·k·‖a‖·‖b‖ (and ‖g‖ for the VJP).
-Bounds scaled_matmul_bounds(const std::vector<Tensor>& in, const Tensor& grad, const OpAttrs& attrs) {
-  const double u = unit_roundoff(in[0].dtype());
-  const std::size_t r = in[0].rank();
-  const double m = double(in[0].dim(r - 2)), k = double(in[0].dim(r - 1)), n = double(in[1].dim(r - 1));
-  const double alpha = std::max(1.0, std::abs(attrs.alpha));
-  const double a = max_abs(in[0]), b = max_abs(in[1]), g = max_abs(grad);
-  return {8 * (k + 2) * u * alpha * k * a * b, {8 * (n + 2) * u * alpha * n * g * b, 8 * (m + 2) * u * alpha * m * g * a}};
-}
-
-/// softmax_matmul: a softmax lane of k terms, then k products with b; the VJP adds a lane of n
-/// (dS = g·bᵀ) and of m (db = Sᵀ·g).
-Bounds softmax_matmul_bounds(const std::vector<Tensor>& in, const Tensor& grad, const OpAttrs& /*attrs*/) {
-  const double u = unit_roundoff(in[0].dtype());
-  const std::size_t r = in[0].rank();
-  const double m = double(in[0].dim(r - 2)), k = double(in[0].dim(r - 1)), n = double(in[1].dim(r - 1));
-  const double b = std::max(1.0, max_abs(in[1])), g = std::max(1.0, max_abs(grad));
-  const double terms = k + n + m + 8;
-  return {8 * terms * u * b, {8 * terms * u * 2 * n * g * b, 8 * terms * u * g}};
-}
-
-/// scaled_dot_product_attention: scores of d products, each within (d + 7)·u·A of the exact one
-/// (A = |scale|·d·‖q‖·‖k‖; the 1.13 shim's pre-scaling adds 4 roundings); a weight moves by at
-/// most 2·(its score error) relative, so the output moves by (1 + A)·‖v‖ times the terms. The VJP
-/// multiplies by ‖g‖, ‖v‖, ‖q‖ or ‖k‖, |scale| and a lane of n or m.
-Bounds attention_bounds(const std::vector<Tensor>& in, const Tensor& grad, const OpAttrs& attrs) {
-  const double u = unit_roundoff(in[0].dtype());
-  const std::size_t r = in[0].rank();
-  const double n = double(in[0].dim(r - 2)), d = double(in[0].dim(r - 1)), m = double(in[1].dim(r - 2)),
-               dv = double(in[2].dim(r - 1));
-  const double scale = attrs.scale != 0 ? std::abs(attrs.scale) : 1 / std::sqrt(std::max(1.0, d));
-  const double q = max_abs(in[0]), k = max_abs(in[1]), v = std::max(1.0, max_abs(in[2]));
-  const double a = scale * d * q * k;
-  const double terms = d + m + n + dv + 8;
-  const double fwd = 8 * terms * u * (1 + a) * v;
-  const double vjp = fwd * std::max(1.0, max_abs(grad)) * std::max({1.0, q, k}) * std::max(1.0, scale) *
-                     std::max({1.0, n, m});
-  return {fwd, {vjp, vjp, vjp, 0}};
-}
-
-struct Case {
-  std::string name;
-  Op op;
-  std::vector<Tensor> inputs;
-  OpAttrs attrs;
-  BoundsOf bounds;
-  Tensor grad = Tensor();  ///< undefined: random in [−2, 2]
-};
-
-/// Runs both handlers forward and backward on one case; checks inputs, output and gradient stay
-/// bitwise unchanged and that both sides fail or succeed together.
-void check_case(const Case& c, std::mt19937_64& rng) {
-  CAPTURE(c.name);
-  CAPTURE(to_string(c.inputs[0].dtype()));
-  std::vector<std::vector<unsigned char>> before;
-  for (const Tensor& t : c.inputs) before.push_back(bytes_of(t));
-  const RuntimeResult<Tensor> r = ref(c.op).forward(c.inputs, c.attrs);
-  const RuntimeResult<Tensor> l = lib(c.op).forward(c.inputs, c.attrs);
-  REQUIRE_MESSAGE(r.has_value() == l.has_value(), "reference " << (r ? "succeeds" : r.error().message) << "; libtorch "
-                                                               << (l ? "succeeds" : l.error().message));
-  if (!r) {
-    CHECK(l.error().code == r.error().code);
-    return;
-  }
-  for (std::size_t i = 0; i < c.inputs.size(); ++i) CHECK_MESSAGE(bytes_of(c.inputs[i]) == before[i], "input " << i);
-  const Tensor grad = c.grad.defined() ? c.grad : random(r->shape().to_vector(), r->dtype(), rng);
-  const Bounds b = c.bounds(c.inputs, grad, c.attrs);
-  const std::string miss = compare(*l, *r, b.forward);
-  CHECK_MESSAGE(miss.empty(), "forward: " << miss);
-
-  const std::vector<unsigned char> out_before = bytes_of(*r);
-  const std::vector<unsigned char> grad_before = bytes_of(grad);
-  const auto rg = ref(c.op).backward(c.inputs, *r, grad, c.attrs);
-  const auto lg = lib(c.op).backward(c.inputs, *r, grad, c.attrs);
-  REQUIRE_MESSAGE(rg.has_value() == lg.has_value(), "reference " << (rg ? "succeeds" : rg.error().message)
-                                                                 << "; libtorch " << (lg ? "succeeds" : lg.error().message));
-  for (std::size_t i = 0; i < c.inputs.size(); ++i) CHECK(bytes_of(c.inputs[i]) == before[i]);
-  CHECK(bytes_of(*r) == out_before);
-  CHECK(bytes_of(grad) == grad_before);
-  if (!rg) return;
-  REQUIRE(lg->size() == rg->size());
-  for (std::size_t i = 0; i < rg->size(); ++i) {
-    const std::string gmiss = compare((*lg)[i], (*rg)[i], i < b.backward.size() ? b.backward[i] : 0.0);
-    CHECK_MESSAGE(gmiss.empty(), "gradient " << i << ": " << gmiss);
-  }
-}
-
-OpAttrs axis_attrs(std::int64_t axis) {
-  OpAttrs a;
-  a.axis = axis;
-  return a;
-}
-
-OpAttrs attention_attrs(double scale, bool causal = false) {
-  OpAttrs a;
-  a.scale = scale;
-  a.causal = causal;
-  return a;
-}
-
-/// The random and edge-shape cases of one dtype.
-std::vector<Case> random_cases(DType t, std::mt19937_64& rng) {
-  std::vector<Case> cases;
-  // hard_masked_softmax: lanes with a fully blocked one, other axes, size-1 and size-0 lanes, rank 0.
-  cases.push_back({"hard_masked_softmax last axis", Op::HardMaskedSoftmax,
-                   {random({4, 9}, t, rng, -4, 4), random_mask({4, 9}, t, rng, 2)}, axis_attrs(-1), masked_softmax_bounds});
-  cases.push_back({"hard_masked_softmax axis 0", Op::HardMaskedSoftmax,
-                   {random({6, 2, 3}, t, rng, -4, 4), random_mask({6, 2, 3}, t, rng, -1)}, axis_attrs(0),
-                   masked_softmax_bounds});
-  cases.push_back({"hard_masked_softmax size-1 lane", Op::HardMaskedSoftmax,
-                   {random({5, 1}, t, rng), random_mask({5, 1}, t, rng, 3)}, axis_attrs(1), masked_softmax_bounds});
-  cases.push_back({"hard_masked_softmax size-0", Op::HardMaskedSoftmax, {random({0, 4}, t, rng), random({0, 4}, t, rng)},
-                   axis_attrs(1), masked_softmax_bounds});
-  cases.push_back({"hard_masked_softmax rank 0", Op::HardMaskedSoftmax, {tensor({}, t, {0.7}), tensor({}, t, {1})},
-                   axis_attrs(-1), masked_softmax_bounds});
-  // scaled_matmul and softmax_matmul: 2-d, batched, k = 1, k = 0.
-  OpAttrs alpha;
-  alpha.alpha = -0.37;
-  cases.push_back({"scaled_matmul 2-d", Op::ScaledMatmul, {random({4, 7}, t, rng), random({7, 3}, t, rng)}, alpha,
-                   scaled_matmul_bounds});
-  cases.push_back({"scaled_matmul batched", Op::ScaledMatmul, {random({2, 3, 5}, t, rng), random({2, 5, 4}, t, rng)},
-                   alpha, scaled_matmul_bounds});
-  cases.push_back({"scaled_matmul k=0", Op::ScaledMatmul, {random({2, 0}, t, rng), random({0, 3}, t, rng)}, alpha,
-                   scaled_matmul_bounds});
-  cases.push_back({"softmax_matmul 2-d", Op::SoftmaxMatmul, {random({4, 6}, t, rng, -4, 4), random({6, 3}, t, rng)}, {},
-                   softmax_matmul_bounds});
-  cases.push_back({"softmax_matmul batched", Op::SoftmaxMatmul,
-                   {random({2, 3, 5}, t, rng, -4, 4), random({2, 5, 2}, t, rng)}, {}, softmax_matmul_bounds});
-  cases.push_back({"softmax_matmul k=1", Op::SoftmaxMatmul, {random({3, 1}, t, rng), random({1, 2}, t, rng)}, {},
-                   softmax_matmul_bounds});
-  cases.push_back({"softmax_matmul k=0", Op::SoftmaxMatmul, {random({2, 0}, t, rng), random({0, 3}, t, rng)}, {},
-                   softmax_matmul_bounds});
-  // Attention: no mask, a plain mask with a fully blocked row, a batched mask, causal (with and
-  // without a mask), an explicit scale (the 1.13 shim pre-scales q), rank 2 and 4, size-0/1 dims.
-  cases.push_back({"sdpa no mask", Op::ScaledDotProductAttention,
-                   {random({2, 3, 4}, t, rng), random({2, 5, 4}, t, rng), random({2, 5, 3}, t, rng)}, attention_attrs(0),
-                   attention_bounds});
-  cases.push_back({"sdpa plain mask, blocked row", Op::ScaledDotProductAttention,
-                   {random({2, 4, 4}, t, rng), random({2, 6, 4}, t, rng), random({2, 6, 3}, t, rng),
-                    random_mask({4, 6}, t, rng, 1)},
-                   attention_attrs(0), attention_bounds});
-  cases.push_back({"sdpa batched mask rank 4, scale 0.3", Op::ScaledDotProductAttention,
-                   {random({2, 2, 3, 4}, t, rng), random({2, 2, 5, 4}, t, rng), random({2, 2, 5, 2}, t, rng),
-                    random_mask({2, 2, 3, 5}, t, rng, 4)},
-                   attention_attrs(0.3), attention_bounds});
-  cases.push_back({"sdpa causal", Op::ScaledDotProductAttention,
-                   {random({4, 3}, t, rng), random({4, 3}, t, rng), random({4, 2}, t, rng)}, attention_attrs(0, true),
-                   attention_bounds});
-  cases.push_back({"sdpa causal and mask", Op::ScaledDotProductAttention,
-                   {random({1, 4, 3}, t, rng), random({1, 5, 3}, t, rng), random({1, 5, 2}, t, rng),
-                    random_mask({4, 5}, t, rng, 2)},
-                   attention_attrs(-1.5, true), attention_bounds});
-  cases.push_back({"sdpa size-1 dims", Op::ScaledDotProductAttention,
-                   {random({1, 1, 1}, t, rng), random({1, 1, 1}, t, rng), random({1, 1, 1}, t, rng), tensor({1, 1}, t, {1})},
-                   attention_attrs(0), attention_bounds});
-  cases.push_back({"sdpa n=0", Op::ScaledDotProductAttention,
-                   {random({2, 0, 3}, t, rng), random({2, 4, 3}, t, rng), random({2, 4, 2}, t, rng)}, attention_attrs(0),
-                   attention_bounds});
-  cases.push_back({"sdpa m=0 with mask", Op::ScaledDotProductAttention,
-                   {random({2, 3, 3}, t, rng), random({2, 0, 3}, t, rng), random({2, 0, 2}, t, rng), random({3, 0}, t, rng)},
-                   attention_attrs(0), attention_bounds});
-  cases.push_back({"sdpa d=0 explicit scale", Op::ScaledDotProductAttention,
-                   {random({1, 2, 0}, t, rng), random({1, 3, 0}, t, rng), random({1, 3, 2}, t, rng)}, attention_attrs(0.5),
-                   attention_bounds});
-  cases.push_back({"sdpa batch 0", Op::ScaledDotProductAttention,
-                   {random({0, 2, 3}, t, rng), random({0, 3, 3}, t, rng), random({0, 3, 2}, t, rng)}, attention_attrs(0),
-                   attention_bounds});
-  // Both sides reject the same inputs, with the same code.
-  cases.push_back({"sdpa d=0 default scale", Op::ScaledDotProductAttention,
-                   {random({1, 2, 0}, t, rng), random({1, 3, 0}, t, rng), random({1, 3, 2}, t, rng)}, attention_attrs(0),
-                   attention_bounds});
-  cases.push_back({"sdpa NaN scale", Op::ScaledDotProductAttention,
-                   {random({1, 2, 2}, t, rng), random({1, 3, 2}, t, rng), random({1, 3, 2}, t, rng)},
-                   attention_attrs(kNaN), attention_bounds});
-  cases.push_back({"sdpa mask shape", Op::ScaledDotProductAttention,
-                   {random({1, 2, 2}, t, rng), random({1, 3, 2}, t, rng), random({1, 3, 2}, t, rng), random({3, 2}, t, rng)},
-                   attention_attrs(0), attention_bounds});
-  cases.push_back({"hard_masked_softmax mask shape", Op::HardMaskedSoftmax, {random({2, 3}, t, rng), random({3, 2}, t, rng)},
-                   axis_attrs(-1), masked_softmax_bounds});
-  OpAttrs inf_alpha;
-  inf_alpha.alpha = kInf;
-  cases.push_back({"scaled_matmul infinite alpha", Op::ScaledMatmul, {random({2, 2}, t, rng), random({2, 2}, t, rng)},
-                   inf_alpha, scaled_matmul_bounds});
-  cases.push_back({"softmax_matmul inner dims", Op::SoftmaxMatmul, {random({2, 3}, t, rng), random({2, 3}, t, rng)}, {},
-                   softmax_matmul_bounds});
-  return cases;
-}
-
-/// The special-value cases of one dtype (the softmax-family and attention rows of
-/// docs/special-values.md).
-std::vector<Case> special_cases(DType t) {
-  std::vector<Case> cases;
-  // Lanes: NaN allowed; NaN, +inf and −inf blocked; allowed −inf beside a finite entry; all
-  // allowed −inf; fully blocked; a NaN mask entry (allowed) and a −0 one (blocked). The gradient
-  // holds NaN and ±inf at blocked entries, which must not reach the lane.
-  const Tensor x = tensor({7, 3}, t, {1, kNaN, 2, kNaN, 0, 1, kInf, 1, 2, -kInf, 0.5, 3, -kInf, -kInf, 1, 4, 5, 6, 1, 2, 3});
-  const Tensor mask = tensor({7, 3}, t, {1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0, 0, 0, 0, kNaN, -0.0, 1});
-  const Tensor g = tensor({7, 3}, t, {0.5, 1, -1, kNaN, 1, 2, kInf, 1, -1, 2, 1, -kInf, 1, 1, kNaN, kNaN, 1, kInf, 1, kNaN, 2});
-  cases.push_back({"hard_masked_softmax special lanes", Op::HardMaskedSoftmax, {x, mask}, axis_attrs(-1),
-                   masked_softmax_bounds, g});
-  // Attention with a fully blocked query row (row 1) and NaN / +inf in v at keys 1 and 3, which
-  // every query blocks: those keys add no term, so the forward and every adjoint are finite on
-  // both sides (ATen's own W·v would read 0·NaN).
-  const Tensor q = tensor({1, 3, 2}, t, {0.5, -1, 1, 2, -0.3, 0.8});
-  const Tensor k = tensor({1, 4, 2}, t, {1, 0.2, -0.7, 1.1, 0.4, -0.4, 2, 1});
-  const Tensor v = tensor({1, 4, 2}, t, {1, 2, kNaN, 0.5, -1, 0.7, 0.25, kInf});
-  const Tensor amask = tensor({3, 4}, t, {1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0});
-  cases.push_back({"sdpa blocked row and NaN/inf v at blocked keys", Op::ScaledDotProductAttention, {q, k, v, amask},
-                   attention_attrs(0), attention_bounds});
-  // NaN and +inf in the gradient of the fully blocked query: it adds no term to any key's dv.
-  const Tensor g_blocked = tensor({1, 3, 2}, t, {1, 0.5, kNaN, kInf, -1, 2});
-  cases.push_back({"sdpa NaN/inf g at a fully blocked query", Op::ScaledDotProductAttention, {q, k, v, amask},
-                   attention_attrs(0), attention_bounds, g_blocked});
-  // The same with a finite v: the fully blocked row is exactly zero, forward and backward.
-  const Tensor v_finite = tensor({1, 4, 2}, t, {1, 2, -1, 0.5, -1, 0.7, 0.25, 3});
-  cases.push_back({"sdpa blocked row", Op::ScaledDotProductAttention, {q, k, v_finite, amask}, attention_attrs(0),
-                   attention_bounds});
-  // NaN in k at the blocked key 1: ATen's fused kernel adds −inf to that NaN score and makes every
-  // row NaN, so the handler takes its composed path; every query stays finite.
-  const Tensor k_nan = tensor({1, 4, 2}, t, {1, 0.2, kNaN, 1.1, 0.4, -0.4, 2, 1});
-  cases.push_back({"sdpa NaN k at a blocked key", Op::ScaledDotProductAttention, {q, k_nan, v_finite, amask},
-                   attention_attrs(0), attention_bounds});
-  // A score that overflows to +inf at the blocked key 1 (finite inputs): the composed path again;
-  // the reference never reads that score, so every query stays finite. (The bound grows with
-  // ‖k‖ here, so this case checks the class: finite where the reference is finite.)
-  const double big = t == DType::F32 ? 2e38 : 1e308;
-  const Tensor k_big = tensor({1, 4, 2}, t, {1, 0.2, big, big, 0.4, -0.4, 2, 1});
-  const Tensor q_two = tensor({1, 3, 2}, t, {2, 2, 1, 2, -0.3, 0.8});
-  cases.push_back({"sdpa overflowing score at a blocked key", Op::ScaledDotProductAttention, {q_two, k_big, v_finite, amask},
-                   attention_attrs(0), attention_bounds});
-  // softmax_matmul lanes with NaN, +inf and an all −inf lane.
-  const Tensor a = tensor({3, 3}, t, {1, kNaN, 2, kInf, 1, 2, -kInf, -kInf, -kInf});
-  cases.push_back({"softmax_matmul special lanes", Op::SoftmaxMatmul, {a, tensor({3, 2}, t, {1, 2, 3, 4, 5, 6})}, {},
-                   softmax_matmul_bounds});
-  return cases;
-}
-
-std::vector<Op> attention_ops() {
-  return {Op::HardMaskedSoftmax, Op::ScaledMatmul, Op::SoftmaxMatmul, Op::ScaledDotProductAttention};
-}
+using namespace libtorch_parity;  // the attention family's cases, bounds and comparisons
+using Case = AttentionCase;
+using Bounds = AttentionBounds;
 
 const testing::SuiteCoverage kAttentionValues{"libtorch.values", Obligation::Value, Provider::Libtorch, Device::Cpu,
                                               attention_ops};
@@ -389,7 +66,9 @@ const testing::SuiteCoverage kAttentionVjps{"libtorch.vjps", Obligation::Vjp, Pr
 void run_cases(bool special) {
   std::mt19937_64 rng(special ? 9100 : 9000);
   for (const DType t : {DType::F32, DType::F64}) {
-    for (const Case& c : special ? special_cases(t) : random_cases(t, rng)) check_case(c, rng);
+    for (const Case& c : special ? attention_special_cases(t) : attention_random_cases(t, rng)) {
+      check_attention_case(lib(c.op), ref(c.op), c, rng);
+    }
   }
 }
 
@@ -457,9 +136,9 @@ std::vector<Tensor> check_region_case(const Case& c, std::mt19937_64& rng, bool 
   }
   REQUIRE(region->boundary != nullptr);
   for (const Tensor& t : c.inputs) CHECK_FALSE(region->output.shares_storage_with(t));
-  const Tensor grad = c.grad.defined() ? c.grad : random(r->shape().to_vector(), r->dtype(), rng);
+  const Tensor grad = c.grad.defined() ? c.grad : random_tensor(r->shape().to_vector(), r->dtype(), rng);
   const Bounds b = c.bounds(c.inputs, grad, c.attrs);
-  const std::string miss = compare(region->output, *r, b.forward);
+  const std::string miss = compare_absolute(region->output, *r, b.forward);
   CHECK_MESSAGE(miss.empty(), "region forward: " << miss);
 
   const std::vector<unsigned char> out_before = bytes_of(region->output);
@@ -486,7 +165,7 @@ std::vector<Tensor> check_region_case(const Case& c, std::mt19937_64& rng, bool 
     for (const Tensor& t : c.inputs) CHECK_FALSE(got[i].shares_storage_with(t));
     CHECK_FALSE(got[i].shares_storage_with(grad));
     if (dv_differs && i == 2) continue;
-    const std::string gmiss = compare(got[i], (*rg)[i], i < b.backward.size() ? b.backward[i] : 0.0);
+    const std::string gmiss = compare_absolute(got[i], (*rg)[i], i < b.backward.size() ? b.backward[i] : 0.0);
     CHECK_MESSAGE(gmiss.empty(), "region gradient " << i << ": " << gmiss);
   }
   return got;
@@ -495,7 +174,7 @@ std::vector<Tensor> check_region_case(const Case& c, std::mt19937_64& rng, bool 
 void run_region_cases(bool special) {
   std::mt19937_64 rng(special ? 9300 : 9200);
   for (const DType t : {DType::F32, DType::F64}) {
-    for (const Case& c : special ? special_cases(t) : random_cases(t, rng)) {
+    for (const Case& c : special ? attention_special_cases(t) : attention_random_cases(t, rng)) {
       if (has_region(c.op)) (void)check_region_case(c, rng);
     }
   }
@@ -524,7 +203,7 @@ TEST_SUITE("libtorch.autograd_vjps") {
     std::mt19937_64 rng(9400);
     for (const DType t : {DType::F32, DType::F64}) {
       CAPTURE(to_string(t));
-      const std::vector<Case> cases = special_cases(t);
+      const std::vector<Case> cases = attention_special_cases(t);
       const auto named = [&](const std::string& name) -> const Case& {
         const auto found = std::find_if(cases.begin(), cases.end(), [&](const Case& x) { return x.name == name; });
         REQUIRE(found != cases.end());
@@ -598,7 +277,7 @@ TEST_SUITE("libtorch.autograd_boundary") {
     for (const DType t : {DType::F32, DType::F64}) {
       CAPTURE(to_string(t));
       // The special case with a fully blocked query and NaN/+inf values at blocked keys.
-      const std::vector<Case> cases = special_cases(t);
+      const std::vector<Case> cases = attention_special_cases(t);
       const auto found = std::find_if(cases.begin(), cases.end(), [](const Case& x) {
         return x.name == "sdpa blocked row and NaN/inf v at blocked keys";
       });
@@ -619,10 +298,10 @@ TEST_SUITE("libtorch.autograd_boundary") {
       const Tensor ones = Tensor::full(want_out.shape(), t, 1.0).value();
       const auto want = ref(c.op).backward(c.inputs, want_out, ones, c.attrs).value();
       const Bounds b = c.bounds(c.inputs, ones, c.attrs);
-      CHECK(compare(out.value(), want_out, b.forward).empty());
+      CHECK(compare_absolute(out.value(), want_out, b.forward).empty());
       const std::vector<Var> params{q, k, v};
       for (std::size_t i = 0; i < params.size(); ++i) {
-        const std::string miss = compare(grads->of(params[i]), want[i], b.backward[i]);
+        const std::string miss = compare_absolute(grads->of(params[i]), want[i], b.backward[i]);
         CHECK_MESSAGE(miss.empty(), "gradient " << i << ": " << miss);
       }
       session->clear_tape();
@@ -637,7 +316,7 @@ TEST_SUITE("libtorch.autograd_boundary") {
     const Tensor k = Tensor::zeros(Shape::make({1, 2048, 1}).value(), t).value();
     std::vector<double> values(2048 * 33, 0.5);
     values[7] = kNaN;
-    const Tensor v = tensor({1, 2048, 33}, t, values);
+    const Tensor v = host_tensor({1, 2048, 33}, t, values);
     const std::int64_t live = libtorch_live_autograd_regions();
     const auto refused = lib(Op::ScaledDotProductAttention)
                              .forward_autograd(std::vector<Tensor>{q, k, v}, attention_attrs(0, true), {true, true, true});
@@ -657,7 +336,7 @@ TEST_SUITE("libtorch.autograd_boundary") {
 TEST_SUITE("libtorch.boundary") {
   TEST_CASE("attention autograd regions convert the mask once per call and never track it") {
     std::mt19937_64 rng(78);
-    const Tensor x = random({3, 4}, DType::F32, rng);
+    const Tensor x = random_tensor({3, 4}, DType::F32, rng);
     const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
     const auto delta = [](Op op, auto&& call) {
       const std::uint64_t before = libtorch_boundary_copies_of(op).conversions;
@@ -674,9 +353,9 @@ TEST_SUITE("libtorch.boundary") {
             CHECK(grads[0].defined());
             CHECK_FALSE(grads[1].defined());
           }) == 1);
-    const Tensor q = random({1, 3, 2}, DType::F32, rng);
-    const Tensor k = random({1, 4, 2}, DType::F32, rng);
-    const Tensor v = random({1, 4, 2}, DType::F32, rng);
+    const Tensor q = random_tensor({1, 3, 2}, DType::F32, rng);
+    const Tensor k = random_tensor({1, 4, 2}, DType::F32, rng);
+    const Tensor v = random_tensor({1, 4, 2}, DType::F32, rng);
     const Op sdpa = Op::ScaledDotProductAttention;
     CHECK(delta(sdpa, [&] {
             auto region = lib(sdpa).forward_autograd(std::vector<Tensor>{q, k, v, mask}, {}, {true, true, true, true});
@@ -692,7 +371,7 @@ TEST_SUITE("libtorch.boundary") {
   }
 }
 
-// check_case runs forward and adjoint together (the adjoint needs the forward's output), so each
+// check_attention_case runs forward and adjoint together (the adjoint needs the forward's output), so each
 // suite runs the whole table; a forward miss and an adjoint miss are reported apart.
 TEST_SUITE("libtorch.values") {
   TEST_CASE("attention-family LibTorch handlers match the reference on random inputs, masks and edge shapes") {
@@ -707,7 +386,7 @@ TEST_SUITE("libtorch.vjps") {
     run_cases(true);
     // The fully blocked query row is exactly zero in the output and in dq, on both sides.
     for (const DType t : {DType::F32, DType::F64}) {
-      const std::vector<Case> cases = special_cases(t);
+      const std::vector<Case> cases = attention_special_cases(t);
       const auto found = std::find_if(cases.begin(), cases.end(), [](const Case& x) { return x.name == "sdpa blocked row"; });
       REQUIRE(found != cases.end());
       const Case& c = *found;
@@ -724,7 +403,7 @@ TEST_SUITE("libtorch.vjps") {
 TEST_SUITE("libtorch.boundary") {
   TEST_CASE("attention handlers convert exactly the masks they are given, one counted copy per call") {
     std::mt19937_64 rng(77);
-    const Tensor x = random({3, 4}, DType::F32, rng);
+    const Tensor x = random_tensor({3, 4}, DType::F32, rng);
     const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
     auto delta = [](Op op, auto&& call) {
       const std::uint64_t before = libtorch_boundary_copies_of(op).conversions;
@@ -736,9 +415,9 @@ TEST_SUITE("libtorch.boundary") {
     CHECK(delta(Op::HardMaskedSoftmax, [&] { (void)lib(Op::HardMaskedSoftmax).forward(masked, axis_attrs(-1)); }) == 1);
     CHECK(delta(Op::HardMaskedSoftmax, [&] { (void)lib(Op::HardMaskedSoftmax).backward(masked, y, y, axis_attrs(-1)); }) == 1);
 
-    const Tensor q = random({1, 3, 2}, DType::F32, rng);
-    const Tensor k = random({1, 4, 2}, DType::F32, rng);
-    const Tensor v = random({1, 4, 2}, DType::F32, rng);
+    const Tensor q = random_tensor({1, 3, 2}, DType::F32, rng);
+    const Tensor k = random_tensor({1, 4, 2}, DType::F32, rng);
+    const Tensor v = random_tensor({1, 4, 2}, DType::F32, rng);
     const std::vector<Tensor> with_mask{q, k, v, mask};
     const std::vector<Tensor> without{q, k, v};
     const Tensor o = lib(Op::ScaledDotProductAttention).forward(with_mask, {}).value();
@@ -747,16 +426,16 @@ TEST_SUITE("libtorch.boundary") {
     CHECK(delta(sdpa, [&] { (void)lib(sdpa).backward(with_mask, o, o, {}); }) == 1);
     CHECK(delta(sdpa, [&] { (void)lib(sdpa).forward(without, {}); }) == 0);
     CHECK(delta(sdpa, [&] { (void)lib(sdpa).forward(without, attention_attrs(0, true)); }) == 0);  // causal: no input converted
-    const std::vector<Tensor> ab{random({3, 4}, DType::F32, rng), random({4, 2}, DType::F32, rng)};
+    const std::vector<Tensor> ab{random_tensor({3, 4}, DType::F32, rng), random_tensor({4, 2}, DType::F32, rng)};
     CHECK(delta(Op::ScaledMatmul, [&] { (void)lib(Op::ScaledMatmul).forward(ab, {}); }) == 0);
     CHECK(delta(Op::SoftmaxMatmul, [&] { (void)lib(Op::SoftmaxMatmul).forward(ab, {}); }) == 0);
   }
 
   TEST_CASE("libtorch_attention_route names the path the SDPA handler takes, and ATen's backend where LibTorch can say") {
     std::mt19937_64 rng(78);
-    const Tensor q = random({1, 3, 2}, DType::F32, rng);
-    const Tensor k = random({1, 4, 2}, DType::F32, rng);
-    const Tensor v = random({1, 4, 2}, DType::F32, rng);
+    const Tensor q = random_tensor({1, 3, 2}, DType::F32, rng);
+    const Tensor k = random_tensor({1, 4, 2}, DType::F32, rng);
+    const Tensor v = random_tensor({1, 4, 2}, DType::F32, rng);
     const Tensor mask = random_mask({3, 4}, DType::F32, rng, 1);
     auto route = [](const std::vector<Tensor>& inputs) {
       RuntimeResult<std::string> r = libtorch_attention_route(inputs, {});
@@ -784,14 +463,14 @@ TEST_SUITE("libtorch.boundary") {
     // key must add nothing); the same value without a mask stays on the fused path.
     std::vector<double> nan_values = v.to_vector();
     nan_values[0] = kNaN;
-    const Tensor v_nan = tensor({1, 4, 2}, DType::F32, nan_values);
+    const Tensor v_nan = host_tensor({1, 4, 2}, DType::F32, nan_values);
     const std::string skipping = route({q, k, v_nan, mask});
     CHECK_MESSAGE(skipping.find("then a sum that skips blocked edges") != std::string::npos, skipping);
     const std::string unmasked_nan = route({q, k, v_nan});
     CHECK_MESSAGE(unmasked_nan.rfind("ATen's fused SDPA, no mask", 0) == 0, unmasked_nan);
     // Scores that could overflow float32: the composed product, never the fused kernel.
-    const Tensor q_huge = tensor({1, 3, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
-    const Tensor k_huge = tensor({1, 4, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
+    const Tensor q_huge = host_tensor({1, 3, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
+    const Tensor k_huge = host_tensor({1, 4, 2}, DType::F32, {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30});
     const std::string product = route({q_huge, k_huge, v});
     CHECK_MESSAGE(product.find("then one product (a score could overflow") != std::string::npos, product);
 
