@@ -19,7 +19,8 @@ namespace capsule::gpu_test {
 const std::vector<Op>& parity_ops(Provider provider) {
   static const std::vector<Op> cublas = {Op::Matmul, Op::ScaledMatmul, Op::Linear};
   static const std::vector<Op> cudnn = {Op::Conv, Op::ConvTranspose, Op::MaxPool, Op::AvgPool, Op::BatchNorm};
-  // LibTorch on CUDA: the ops whose parity cases and bounds exist (parity.cpp), the vendor ops'.
+  // LibTorch on CUDA: the vendor ops, whose cases and bounds (parity.cpp) the twins share; every
+  // other twin runs the LibTorch parity tables (libtorch_cuda_table.cpp).
   static const std::vector<Op> libtorch = {Op::Matmul,  Op::ScaledMatmul, Op::Linear,  Op::Conv,
                                            Op::ConvTranspose, Op::MaxPool, Op::AvgPool, Op::BatchNorm};
   static const std::vector<Op> none;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The LibTorch parity table and its forward and adjoint checks (parity_table.hpp). The bounds are
 // derived in docs/libtorch.md, "Parity bounds"; a CUDA twin is held to the same cases and bounds
-// as its CPU twin (docs/libtorch.md, "LibTorch on CUDA").
+// as its CPU twin, except for the two bounds AtenBackend names (docs/libtorch.md, "Parity bounds on
+// CUDA").
 #include "parity_table.hpp"
 
 #include <doctest/doctest.h>
@@ -36,7 +37,6 @@ bool same_bits(double l, double r) {
   return l == r && std::signbit(l) == std::signbit(r);
 }
 
-/// Compares one output; `scale[i]` is Σ|terms| (Terms) or unused. Returns "" or the first miss.
 std::string compare(const Tensor& lib, const Tensor& ref, const Tolerance& tol, const Tensor* terms,
                     std::int64_t n) {
   if (lib.defined() != ref.defined()) return "one side has no gradient";
@@ -119,7 +119,7 @@ OpAttrs with_axis(std::int64_t axis) {
   return a;
 }
 
-std::vector<ParityCase> parity_cases(IndexAccumulation accumulation) {
+std::vector<ParityCase> parity_cases(AtenBackend backend) {
   std::vector<ParityCase> cases;
   auto binary = [&](Op op, Tolerance fwd, Tolerance bwd, InputSpec b = {}) {
     for (const std::vector<std::int64_t>& dims :
@@ -139,7 +139,6 @@ std::vector<ParityCase> parity_cases(IndexAccumulation accumulation) {
   const Tolerance ulps2{Bound::Ulps, 2};
   const Tolerance ulps4{Bound::Ulps, 4};
   const Tolerance ulps8{Bound::Ulps, 8};
-  const Tolerance ulps16{Bound::Ulps, 16};
   binary(Op::Add, kExact, kExact);
   binary(Op::Sub, kExact, kExact);
   binary(Op::Mul, kExact, kExact);
@@ -150,12 +149,18 @@ std::vector<ParityCase> parity_cases(IndexAccumulation accumulation) {
   unary(Op::Abs, kExact, kExact);
   unary(Op::Sqrt, kExact, ulps2, 0.01, 9.0);
   unary(Op::Relu, kExact, kExact);
-  unary(Op::Gelu, ulps8, ulps16, -6.0, 4.0);
+  // gelu' = Φ(x) + x·φ(x) crosses zero at x ≈ −0.75, so no relative bound holds near there. Both
+  // sides round the same arguments (−x/√2, x²); erfc is within 5 ulps (10u relative) and exp within
+  // 2 on either backend, so each side's slope is within (10·|Φ| + 7·|x·φ| + |slope|)·u ≤ 13u
+  // (|Φ| ≤ 1, |x·φ| ≤ 0.25, |slope| ≤ 1.13); times |g| ≤ 2, plus the product's rounding (≤ 2.3u),
+  // the two sides are within 57u: the bound is 64·u·max(1, ‖r‖∞) (Lane with n = 1).
+  unary(Op::Gelu, ulps8, {Bound::Lane, 64}, -6.0, 4.0);
   // sigmoid' = y·(1 − y) and tanh' = 1 − y² cancel where y nears 1: their adjoints carry an
   // absolute error of a few u·|g| (ATen may fuse the product), so the bound is k·u·max(1, ‖r‖∞)
-  // with |g| ≤ 2 (Lane with n = 1).
+  // with |g| ≤ 2 (Lane with n = 1). Both sides take y from the same forward output.
   const Tolerance cancelling{Bound::Lane, 8};
-  unary(Op::Sigmoid, ulps4, cancelling, -8.0, 8.0);
+  const Tolerance sigmoid_forward = backend == AtenBackend::Cpu ? ulps4 : Tolerance{Bound::Ulps, 6};
+  unary(Op::Sigmoid, sigmoid_forward, cancelling, -8.0, 8.0);
   unary(Op::Tanh, ulps4, cancelling);
   unary(Op::Exp, ulps4, ulps8);
   unary(Op::Log, ulps4, ulps4, 0.01, 9.0);
@@ -191,17 +196,21 @@ std::vector<ParityCase> parity_cases(IndexAccumulation accumulation) {
                      {Bound::Lane, 8}, 1});
     cases.push_back({str(to_string(op), " size-0"), op, {{{0, 4}}}, with_axis(1), kExact, kExact, 4});
   }
-  // Reductions: the sum of n terms, n·u·Σ|terms| (the op applied to |x|).
+  // Reductions: the sum of n terms, n·u·Σ|terms| (the op applied to |x|). The mean also scales by
+  // 1/n, which ATen's CUDA kernel rounds before multiplying: two more roundings, so its n is the
+  // lane's plus 2 (on the CPU, which divides once, that only loosens the bound by 2u·Σ|terms|).
   for (const Op op : {Op::ReduceSum, Op::ReduceMean}) {
+    const std::int64_t scaled = op == Op::ReduceMean ? 2 : 0;
     OpAttrs all;
     OpAttrs rows;
     rows.axes = {1};
     OpAttrs keep;
     keep.axes = {0, -1};
     keep.keepdim = true;
-    cases.push_back({str(to_string(op), " all"), op, {{{4, 6}}}, all, {Bound::Terms, 2}, kExact, 24});
-    cases.push_back({str(to_string(op), " axis 1"), op, {{{3, 5, 2}}}, rows, {Bound::Terms, 2}, kExact, 5});
-    cases.push_back({str(to_string(op), " keepdim"), op, {{{3, 1, 4}}}, keep, {Bound::Terms, 2}, kExact, 12});
+    cases.push_back({str(to_string(op), " all"), op, {{{4, 6}}}, all, {Bound::Terms, 2}, kExact, 24 + scaled});
+    cases.push_back({str(to_string(op), " axis 1"), op, {{{3, 5, 2}}}, rows, {Bound::Terms, 2}, kExact, 5 + scaled});
+    cases.push_back(
+        {str(to_string(op), " keepdim"), op, {{{3, 1, 4}}}, keep, {Bound::Terms, 2}, kExact, 12 + scaled});
     if (op == Op::ReduceSum) {
       cases.push_back({"reduce_sum size-0", op, {{{0, 3}}}, rows, kExact, kExact, 3});
     }
@@ -330,7 +339,7 @@ std::vector<ParityCase> parity_cases(IndexAccumulation accumulation) {
   // rows to the base, r + 1 terms). In index order both sides fold identically: exact. In an
   // unspecified order (atomics) each side is within n·u·Σ|terms| of the exact sum (γₙ), so the
   // sides are within 2·n·u·Σ|terms|, n the most terms one position sums.
-  const Tolerance indexed_sum = accumulation == IndexAccumulation::InOrder ? kExact : Tolerance{Bound::Terms, 2};
+  const Tolerance indexed_sum = backend == AtenBackend::Cpu ? kExact : Tolerance{Bound::Terms, 2};
   cases.push_back({"gather axis 0 repeats", Op::Gather, {{{4, 5}}}, indexed(0, {3, 0, 3, 1, 3}), kExact,
                    indexed_sum, 3});
   cases.push_back({"gather axis -1", Op::Gather, {{{2, 3, 6}}}, indexed(-1, {5, 5, 0}), kExact, indexed_sum, 2});

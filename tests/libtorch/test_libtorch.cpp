@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The LibTorch CPU provider's parity suites (libtorch.values, libtorch.vjps, and for external
-// autograd libtorch.autograd_values, libtorch.autograd_vjps) and its boundary tests. Every LibTorch handler is compared with the reference handler of its op, forward and
-// local adjoint, on random inputs of both dtypes, broadcasting and size-0/1 edge cases and the
-// special-value classes of docs/special-values.md, under the per-op bounds of docs/libtorch.md.
-// Built only when the LibTorch provider is (CAPSULE_HAVE_LIBTORCH).
+// autograd libtorch.autograd_values, libtorch.autograd_vjps) and its boundary tests. Every LibTorch
+// handler is compared with the reference handler of its op, forward and local adjoint, on random
+// inputs of both dtypes, broadcasting and size-0/1 edge cases (the parity table, parity_table.hpp,
+// which the CUDA twins' GPU suites share) and the special-value classes of docs/special-values.md,
+// under the per-op bounds of docs/libtorch.md. Built only when the LibTorch provider is
+// (CAPSULE_HAVE_LIBTORCH).
 #if defined(CAPSULE_HAVE_LIBTORCH)
 
 #include <ATen/record_function.h>

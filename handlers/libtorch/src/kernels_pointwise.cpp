@@ -299,6 +299,9 @@ Grads reduce_backward(Inputs inputs, const Tensor& output, const Tensor& grad, c
     CAPSULE_TRY(Tensor gx, write_like(op, inputs[0], [&](at::Tensor& out) {
       const at::Tensor spread = g.expand(out.sizes());
       if constexpr (kOp == Op::ReduceSum) copy_into(kOp, out, spread);
+      // The divisor is a 0-dim tensor on g's device, not a Scalar: ATen's CUDA div multiplies by a
+      // rounded reciprocal when the divisor is a host scalar, which would not be the reference's
+      // one correctly rounded division.
       else at::div_out(out, spread, at::scalar_tensor(static_cast<double>(count), g.options()));
     }));
     return std::vector<Tensor>{gx};
