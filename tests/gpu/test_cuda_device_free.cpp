@@ -11,6 +11,7 @@
 #include "capsule/handlers/cuda.hpp"
 #include "capsule/load.hpp"
 #include "capsule/runtime/session.hpp"
+#include "capsule/text.hpp"
 #include "gpu_support.hpp"
 #include "libtorch_cuda_table.hpp"
 #include "parity.hpp"
@@ -189,6 +190,28 @@ TEST_SUITE("cuda.device_free") {
     CHECK_MESSAGE(has(message, cuda_probe()), message);
     CHECK_MESSAGE(has(message, "vendor_cuda"), message);
     CHECK_MESSAGE(has(message, "nothing falls back to the CPU"), message);
+  }
+
+  TEST_CASE("device-free: every shipped CUDA profile stops at session open naming the cause, and nothing falls back") {
+    if (skip_with_device()) return;
+    std::size_t cuda_profiles = 0;
+    for (const auto& profile : shipped().profiles) {
+      if (profile->policy.device != Device::Cuda) continue;
+      ++cuda_profiles;
+      CAPTURE(profile->name);
+      SessionOptions options;
+      options.profile = profile->name;
+      auto session = Session::open(shipped(), registry(), options);
+      REQUIRE_FALSE(session.has_value());
+      CHECK(session.error().code == RuntimeCode::DeviceUnavailable);
+      const std::string& message = session.error().message;
+      CHECK_MESSAGE(has(message, cuda_probe()), message);
+      CHECK_MESSAGE(has(message, str("profile `", profile->name, "`")), message);
+      CHECK_MESSAGE(has(message, "nothing falls back to the CPU"), message);
+    }
+    // checked_cuda, libtorch_forward_cuda, libtorch_forward_strict, libtorch_autograd_cuda,
+    // vendor_cuda, libtorch_cuda
+    CHECK(cuda_profiles >= 6);
   }
 
   TEST_CASE("device-free: copies to the device fail with the probe's reason") {

@@ -68,10 +68,12 @@ auto on_our_stream(std::string_view op, Body&& body) -> decltype(body()) {
     const DeviceCallScope scope(&cuda_boundary());
     result.emplace(body());
   } catch (const c10::Error& e) {
-    return aten_failure(op, e.what_without_backtrace());
+    result.emplace(aten_failure(op, e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return aten_failure(op, e.what());
+    result.emplace(aten_failure(op, e.what()));
   }
+  // A failure, thrown or returned, may be the first sign of an asynchronous error: synchronising
+  // names it and latches it when sticky, and then it is the error reported.
   if (!result->has_value() || cuda_sync_after_launch()) CAPSULE_CHECK(cuda_synchronize(op));
   return std::move(*result);
 }
