@@ -23,9 +23,9 @@
 #include <algorithm>
 #include <random>
 
+#include "attention_table.hpp"
 #include "gpu_support.hpp"
 #include "parity_suites.hpp"
-#include "attention_table.hpp"
 #include "parity_table.hpp"
 
 namespace capsule::gpu_test {

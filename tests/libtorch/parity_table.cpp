@@ -410,9 +410,13 @@ void check_saved_state(const HandlerSpec& h, const ParityCase& c, const std::vec
   CHECK((saving->saved != nullptr) == (inputs[0].numel() != 0));
   std::vector<std::vector<unsigned char>> before;
   for (const Tensor& t : inputs) before.push_back(placement.host_bytes(t));
+  const std::vector<unsigned char> output_before = placement.host_bytes(saving->output);
+  const std::vector<unsigned char> grad_before = placement.host_bytes(grad);
   const auto from_state = h.backward_saved(inputs, saving->output, grad, c.attrs, saving->saved.get());
   REQUIRE_MESSAGE(from_state.has_value(), from_state.error().message);
   for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(placement.host_bytes(inputs[i]) == before[i]);
+  CHECK(placement.host_bytes(saving->output) == output_before);
+  CHECK(placement.host_bytes(grad) == grad_before);
   REQUIRE(from_state->size() == recomputed.size());
   for (std::size_t i = 0; i < recomputed.size(); ++i) {
     CHECK_MESSAGE(placement.host_bytes((*from_state)[i]) == bytes_of(recomputed[i]),
