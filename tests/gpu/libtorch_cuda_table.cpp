@@ -101,11 +101,28 @@ void run_libtorch_table(Op op, Obligation obligation) {
   CHECK_MESSAGE(cases > 0, "the parity table has no case for " << to_string(op));
 }
 
+void run_libtorch_specials(Obligation obligation) {
+  if (skip_without_device()) return;
+  const libtorch_parity::Placement on_device{&upload, &download};
+  const bool backward = obligation == Obligation::Vjp;
+  // The plain handlers' checks of the CPU suites' "pointwise ... special-value classes" cases:
+  // forward, and adjoints with finite and non-finite g.
+  (void)libtorch_parity::for_each_special(
+      backward, /*non_finite_g=*/backward, [&](Op op, const std::vector<Tensor>& inputs, const std::vector<double>& g) {
+        const HandlerSpec* twin = cuda_handler(op, Provider::Libtorch);
+        REQUIRE_MESSAGE(twin != nullptr, "this build registers no libtorch handler for " << to_string(op) << " on cuda");
+        libtorch_parity::check_special_plain(*twin, reference_handler(op), op, inputs, g, on_device,
+                                             libtorch_parity::AtenBackend::Cuda);
+        return std::size_t{0};
+      });
+}
+
 }  // namespace capsule::gpu_test
 
 #if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
 using capsule::Obligation;
 using capsule::Op;
+using capsule::gpu_test::run_libtorch_specials;
 using capsule::gpu_test::run_libtorch_table;
 
 // Test case names start with "parity: libtorch " and end with "forward" or "vjp": CMake labels
@@ -154,6 +171,7 @@ TEST_SUITE("libtorch.cuda.values") {
   TEST_CASE("parity: libtorch scaled_dot_product_attention forward") {
     run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Value);
   }
+  TEST_CASE("parity: libtorch pointwise special-value classes forward") { run_libtorch_specials(Obligation::Value); }
 }
 
 TEST_SUITE("libtorch.cuda.vjps") {
@@ -200,5 +218,6 @@ TEST_SUITE("libtorch.cuda.vjps") {
   TEST_CASE("parity: libtorch scaled_dot_product_attention vjp") {
     run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Vjp);
   }
+  TEST_CASE("parity: libtorch pointwise special-value classes vjp") { run_libtorch_specials(Obligation::Vjp); }
 }
 #endif

@@ -19,4 +19,9 @@ std::vector<Op> libtorch_table_ops();
 /// float64, with the twin on the device. Without a device it skips with the probe's reason.
 void run_libtorch_table(Op op, Obligation obligation);
 
+/// The body of the value or VJP case of the pointwise ops' special-value classes (NaN, ±inf, ±0,
+/// a denormal, …; parity_table.hpp, for_each_special): the plain twins on the device against the
+/// reference, the adjoints with finite and non-finite output gradients.
+void run_libtorch_specials(Obligation obligation);
+
 }  // namespace capsule::gpu_test

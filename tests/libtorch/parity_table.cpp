@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -509,6 +510,109 @@ void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const
     CHECK_MESSAGE(miss.empty(), to_string(dtype) << " gradient " << i << ": " << miss);
   }
   check_saved_state(handler, c, placed, placed_grad, lib_host, placement);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Special values.
+
+std::vector<double> special_values(DType dtype) {
+  const double denormal = dtype == DType::F32 ? double(std::numeric_limits<float>::denorm_min()) * 3
+                                              : std::numeric_limits<double>::denorm_min() * 3;
+  return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+          -std::numeric_limits<double>::infinity(), 0.0, -0.0, 1.0, -1.0, 2.5, denormal, 1e30};
+}
+
+const std::vector<Op>& special_binary_ops() {
+  static const std::vector<Op> ops{Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Max, Op::Min};
+  return ops;
+}
+const std::vector<Op>& special_unary_ops() {
+  static const std::vector<Op> ops{Op::Neg,  Op::Abs,   Op::Sqrt,    Op::Relu,     Op::Gelu, Op::Sigmoid,
+                                   Op::Tanh, Op::Exp,   Op::Log,     Op::Sin,      Op::Cos,  Op::Inv,
+                                   Op::Scale, Op::Clamp, Op::SafeLog, Op::Softplus, Op::Silu};
+  return ops;
+}
+
+Tolerance pointwise_tolerance(Op op, bool backward, AtenBackend backend) {
+  for (const ParityCase& c : parity_cases(backend)) {
+    if (c.op == op) return backward ? c.backward : c.forward;
+  }
+  return kExact;
+}
+
+OpAttrs special_attrs() {
+  OpAttrs a;
+  a.alpha = -0.37;
+  a.lo = -1.0;  // clamp: ±1 and 2.5 of the special values sit on or beyond a bound
+  a.hi = 1.0;
+  return a;
+}
+
+std::vector<double> special_gradients(bool non_finite_g) {
+  if (!non_finite_g) return {0.75};
+  return {0.75, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+          -std::numeric_limits<double>::infinity()};
+}
+
+std::map<Op, std::size_t> for_each_special(bool backward, bool non_finite_g, const SpecialCheck& check) {
+  std::map<Op, std::size_t> counts;
+  for (const DType dtype : {DType::F32, DType::F64}) {
+    CAPTURE(to_string(dtype));
+    const std::vector<double> s = special_values(dtype);
+    const auto n = static_cast<std::int64_t>(s.size());
+    std::vector<double> a;
+    std::vector<double> b;
+    for (const double x : s) {
+      for (const double y : s) {
+        a.push_back(x);
+        b.push_back(y);
+      }
+    }
+    const Tensor ta = Tensor::from_values(Shape::make({n, n}).value(), dtype, a).value();
+    const Tensor tb = Tensor::from_values(Shape::make({n, n}).value(), dtype, b).value();
+    const Tensor x = Tensor::from_values(Shape::make({n}).value(), dtype, s).value();
+    const std::vector<double> gs = backward ? special_gradients(non_finite_g) : std::vector<double>{};
+    for (const Op op : special_binary_ops()) {
+      if (!backward) counts[op] += check(op, {ta, tb}, {});
+      for (const double g : gs) {
+        CAPTURE(g);
+        counts[op] += check(op, {ta, tb}, std::vector<double>(a.size(), g));
+      }
+    }
+    for (const Op op : special_unary_ops()) {
+      if (!backward) counts[op] += check(op, {x}, {});
+      for (const double g : gs) {
+        CAPTURE(g);
+        counts[op] += check(op, {x}, std::vector<double>(s.size(), g));
+      }
+    }
+  }
+  return counts;
+}
+
+void check_special_plain(const HandlerSpec& handler, const HandlerSpec& oracle, Op op, const std::vector<Tensor>& inputs,
+                         const std::vector<double>& g, const Placement& placement, AtenBackend backend) {
+  CAPTURE(to_string(op));
+  const OpAttrs attrs = special_attrs();
+  const Tensor out = oracle.forward(inputs, attrs).value();
+  const std::vector<Tensor> placed = placement.handler_copies(inputs);
+  RuntimeResult<Tensor> lib = handler.forward(placed, attrs);
+  REQUIRE_MESSAGE(lib.has_value(), lib.error().message);
+  if (g.empty()) {
+    const std::string miss = compare(placement.to_host(*lib), out, pointwise_tolerance(op, false, backend), nullptr, 1);
+    CHECK_MESSAGE(miss.empty(), miss);
+    return;
+  }
+  const Tensor grad = Tensor::from_values(out.shape(), out.dtype(), g).value();
+  auto lib_grads = handler.backward(placed, placement.to_handler(out), placement.to_handler(grad), attrs);
+  REQUIRE_MESSAGE(lib_grads.has_value(), lib_grads.error().message);
+  const auto ref = oracle.backward(inputs, out, grad, attrs).value();
+  REQUIRE(lib_grads->size() == ref.size());
+  const std::vector<Tensor> got = placement.host_copies(*lib_grads);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const std::string miss = compare(got[i], ref[i], pointwise_tolerance(op, true, backend), nullptr, 1);
+    CHECK_MESSAGE(miss.empty(), "gradient " << i << ": " << miss);
+  }
 }
 
 }  // namespace capsule::libtorch_parity

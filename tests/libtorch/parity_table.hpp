@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <random>
 #include <span>
 #include <string>
@@ -108,5 +110,37 @@ void check_forward(const HandlerSpec& handler, const HandlerSpec& oracle, const 
 /// that keeps forward state also gives, from that state, its recomputing adjoint's bits.
 void check_backward(const HandlerSpec& handler, const HandlerSpec& oracle, const ParityCase& c, DType dtype,
                     std::uint64_t seed, const Placement& placement = host_placement());
+
+// ---------------------------------------------------------------------------------------------
+// The pointwise ops' special-value classes (docs/special-values.md).
+
+/// NaN, ±inf, ±0, ±1, 2.5, a denormal of `dtype` and 1e30.
+std::vector<double> special_values(DType dtype);
+const std::vector<Op>& special_binary_ops();
+const std::vector<Op>& special_unary_ops();
+/// The payload of the special-value checks: scale's alpha, and clamp's bounds ±1 (±1 and 2.5 of
+/// the classes sit on or beyond them).
+OpAttrs special_attrs();
+/// The output gradients of the special-value adjoint checks: 0.75 everywhere, and (with
+/// `non_finite_g`) NaN, +inf and −inf everywhere in turn. A constant gradient meets every input
+/// class; the non-finite ones test that a selection's dropped branch stays exactly 0 and that no
+/// formula turns g = NaN into a clean value.
+std::vector<double> special_gradients(bool non_finite_g);
+/// The bound a pointwise op's finite results keep under special inputs: its random case's.
+Tolerance pointwise_tolerance(Op op, bool backward, AtenBackend backend = AtenBackend::Cpu);
+
+/// One special-value check of a pointwise op on host `inputs`, forward only (`g` empty) or with
+/// the output gradient `g` (one value per output element). Returns a count the caller sums per op.
+using SpecialCheck = std::function<std::size_t(Op op, const std::vector<Tensor>& inputs, const std::vector<double>& g)>;
+/// Every pointwise op on the special-value classes, float32 and float64: each class against each
+/// (binary ops) or each class alone (unary ops), forward only, or (`backward`) with each gradient
+/// of special_gradients(non_finite_g). Returns `check`'s counts summed per op.
+std::map<Op, std::size_t> for_each_special(bool backward, bool non_finite_g, const SpecialCheck& check);
+/// The plain handler's special-value check: `handler` (placed) against `oracle` (on the host), the
+/// output within the op's bound (non-finite results exactly) and, with `g`, every input gradient
+/// of its adjoint kernel on the reference's output.
+void check_special_plain(const HandlerSpec& handler, const HandlerSpec& oracle, Op op, const std::vector<Tensor>& inputs,
+                         const std::vector<double>& g, const Placement& placement = host_placement(),
+                         AtenBackend backend = AtenBackend::Cpu);
 
 }  // namespace capsule::libtorch_parity

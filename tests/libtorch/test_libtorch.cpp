@@ -82,34 +82,6 @@ void check_backward(const ParityCase& c, DType dtype, std::uint64_t seed) {
   libtorch_parity::check_backward(libtorch_handler(c.op), oracle(c.op), c, dtype, seed);
 }
 
-/// Special-value classes for the pointwise ops: every element of {NaN, ±inf, ±0, ±1, a
-/// denormal, ±large} against every other (binary ops), forward and adjoint.
-std::vector<double> special_values(DType dtype) {
-  const double denormal = dtype == DType::F32 ? double(std::numeric_limits<float>::denorm_min()) * 3
-                                              : std::numeric_limits<double>::denorm_min() * 3;
-  return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
-          -std::numeric_limits<double>::infinity(), 0.0, -0.0, 1.0, -1.0, 2.5, denormal, 1e30};
-}
-
-const std::vector<Op>& special_binary_ops() {
-  static const std::vector<Op> ops{Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Max, Op::Min};
-  return ops;
-}
-const std::vector<Op>& special_unary_ops() {
-  static const std::vector<Op> ops{Op::Neg,  Op::Abs,   Op::Sqrt,    Op::Relu,     Op::Gelu, Op::Sigmoid,
-                                   Op::Tanh, Op::Exp,   Op::Log,     Op::Sin,      Op::Cos,  Op::Inv,
-                                   Op::Scale, Op::Clamp, Op::SafeLog, Op::Softplus, Op::Silu};
-  return ops;
-}
-
-/// The bound a pointwise op's finite results keep under special inputs (as its random case).
-Tolerance pointwise_tolerance(Op op, bool backward) {
-  for (const ParityCase& c : parity_cases()) {
-    if (c.op == op) return backward ? c.backward : c.forward;
-  }
-  return kExact;
-}
-
 /// The LibTorch path a special-value check runs: the plain handler (its forward, then its adjoint
 /// kernel on the reference's output, as the tape calls it) or the external-autograd region
 /// (`forward_autograd` with every differentiable input tracked, then its boundary's one VJP).
@@ -186,18 +158,17 @@ Tensor with_pinned(const Tensor& want, const std::vector<std::optional<double>>&
 /// One special-value check of a pointwise op on `path`: the output against the reference's under
 /// the op's bound (non-finite results exactly), and with a gradient `g` (one value per output
 /// element, or empty for the forward only) every input gradient against the reference's adjoint.
-/// Under autograd a documented difference is pinned to ATen's value, exactly; the count of
-/// elements where it differs from the reference is returned.
+/// The plain path is the shared check (parity_table.hpp), which the CUDA twins run too. Under
+/// autograd a documented difference is pinned to ATen's value, exactly; the count of elements
+/// where it differs from the reference is returned.
 std::size_t check_special(Path path, Op op, const std::vector<Tensor>& inputs, const std::vector<double>& g) {
+  if (path == Path::Plain) {
+    check_special_plain(libtorch_handler(op), oracle(op), op, inputs, g);
+    return 0;
+  }
   CAPTURE(to_string(op));
   CAPTURE(to_string(path));
-  const OpAttrs attrs = [&] {
-    OpAttrs a;
-    a.alpha = -0.37;
-    a.lo = -1.0;  // clamp: ±1 and 2.5 of the special values sit on or beyond a bound
-    a.hi = 1.0;
-    return a;
-  }();
+  const OpAttrs attrs = special_attrs();
   const Tensor out = oracle(op).forward(inputs, attrs).value();
   if (g.empty()) {
     const LibtorchRun lib = run_libtorch(path, op, inputs, attrs, out, nullptr);
@@ -212,7 +183,7 @@ std::size_t check_special(Path path, Op op, const std::vector<Tensor>& inputs, c
   std::size_t differing = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     Tensor want = ref[i];
-    if (path == Path::Autograd && inputs.size() == 1) {
+    if (inputs.size() == 1) {
       const std::vector<double> x = inputs[0].to_vector();
       std::vector<std::optional<double>> pinned(x.size());
       for (std::size_t e = 0; e < x.size(); ++e) pinned[e] = autograd_gradient_difference(op, x[e], g[e]);
@@ -231,53 +202,13 @@ std::size_t check_special(Path path, Op op, const std::vector<Tensor>& inputs, c
   return differing;
 }
 
-/// The output gradients the special-value checks use: 0.75 everywhere, and (with
-/// `non_finite_g`) NaN, +inf and −inf everywhere in turn. A constant gradient meets every input
-/// class; the non-finite ones test that a selection's dropped branch stays exactly 0 and that no
-/// formula turns g = NaN into a clean value.
-std::vector<double> special_gradients(bool non_finite_g) {
-  if (!non_finite_g) return {0.75};
-  return {0.75, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
-          -std::numeric_limits<double>::infinity()};
-}
-
-/// Every pointwise op on the special-value classes: each class against each (binary ops) or each
-/// class alone (unary ops), forward only or with the gradients of special_gradients. Returns the
-/// pinned differences found per op (autograd only).
+/// Every pointwise op on the special-value classes (for_each_special, parity_table.hpp) on
+/// `path`. Returns the pinned differences found per op (autograd only).
 std::map<Op, std::size_t> check_specials(Path path, bool backward, bool non_finite_g = false) {
-  std::map<Op, std::size_t> differing;
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const std::vector<double> s = special_values(dtype);
-    const auto n = static_cast<std::int64_t>(s.size());
-    std::vector<double> a;
-    std::vector<double> b;
-    for (const double x : s) {
-      for (const double y : s) {
-        a.push_back(x);
-        b.push_back(y);
-      }
-    }
-    const Tensor ta = Tensor::from_values(Shape::make({n, n}).value(), dtype, a).value();
-    const Tensor tb = Tensor::from_values(Shape::make({n, n}).value(), dtype, b).value();
-    const Tensor x = Tensor::from_values(Shape::make({n}).value(), dtype, s).value();
-    const std::vector<double> gs = backward ? special_gradients(non_finite_g) : std::vector<double>{};
-    for (const Op op : special_binary_ops()) {
-      if (!backward) (void)check_special(path, op, {ta, tb}, {});
-      for (const double g : gs) {
-        CAPTURE(g);
-        differing[op] += check_special(path, op, {ta, tb}, std::vector<double>(a.size(), g));
-      }
-    }
-    for (const Op op : special_unary_ops()) {
-      if (!backward) (void)check_special(path, op, {x}, {});
-      for (const double g : gs) {
-        CAPTURE(g);
-        differing[op] += check_special(path, op, {x}, std::vector<double>(s.size(), g));
-      }
-    }
-  }
-  return differing;
+  return for_each_special(backward, non_finite_g, [&](Op op, const std::vector<Tensor>& inputs,
+                                                      const std::vector<double>& g) {
+    return check_special(path, op, inputs, g);
+  });
 }
 
 /// Softmax lanes holding NaN, +inf and −inf (the table's softmax-family row), on `path`; the
