@@ -239,6 +239,28 @@ TEST_SUITE("runtime") {
           "`typed tensor layout`");
   }
 
+  TEST_CASE("the planner's VJP guard of TorchLean's SDPA capsule binds without the handler declaring it") {
+    // libtorch.sdpa_forward names `backend profile requires vjp=torchlean-tape` as its VJP evidence:
+    // the planner admits a torchlean-tape capsule only under a tape (or inference) policy, so no
+    // handler declares it (found binding the LibTorch CUDA twin on a GPU, 2026-12-04).
+    HandlerSpec relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
+    Capsule capsule = testing::shipped_capsule("reference.relu");
+    Evidence& vjp = capsule.contracts[static_cast<std::size_t>(Obligation::Vjp)].evidence;
+    vjp.kind = EvidenceKind::RuntimeGuard;
+    vjp.name = "backend profile requires vjp=torchlean-tape";
+    REQUIRE(capsule.vjp == VjpMode::TorchleanTape);
+    CHECK_FALSE(contract_mismatch(relu, capsule).has_value());
+    // Only for a torchlean-tape capsule, and only that guard: others still need the handler.
+    capsule.vjp = VjpMode::BackendVjp;
+    relu.backend_vjp = true;
+    auto other_mode = contract_mismatch(relu, capsule);
+    REQUIRE(other_mode);
+    CHECK(testing::has(*other_mode, "vjp evidence names runtime guard `backend profile requires vjp=torchlean-tape`"));
+    capsule.vjp = VjpMode::TorchleanTape;
+    vjp.name = "some other guard";
+    CHECK(contract_mismatch(relu, capsule).has_value());
+  }
+
   TEST_CASE("layout claims and backend VJPs must be honoured by the handler") {
     HandlerSpec relu = testing::reference_handlers().find(Op::Relu, Provider::Reference, Device::Cpu)->spec;
     Capsule capsule = testing::shipped_capsule("reference.relu");

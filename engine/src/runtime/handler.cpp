@@ -106,6 +106,20 @@ std::string HandlerRegistry::probe_device(Device device) const {
   return "no linked runtime";
 }
 
+namespace {
+
+/// The runtime guard TorchLean's LibTorch SDPA capsule names as its VJP evidence. No handler
+/// enforces it: the planner does, whichever handler binds, by admitting a torchlean-tape capsule
+/// only under a policy whose VJP mode is torchlean-tape (or none, where nothing is differentiated;
+/// planner.cpp). So binding does not ask the handler to declare it.
+constexpr std::string_view kPlannerVjpGuard = "backend profile requires vjp=torchlean-tape";
+
+bool enforced_by_planner(const Capsule& capsule, const Evidence& evidence) {
+  return capsule.vjp == VjpMode::TorchleanTape && evidence.name == kPlannerVjpGuard;
+}
+
+}  // namespace
+
 std::optional<std::string> contract_mismatch(const HandlerSpec& handler, const Capsule& capsule) {
   const ContractDescriptor& layout = capsule.contracts[static_cast<std::size_t>(Obligation::Layout)];
   if (layout.claim.kind == ClaimKind::LayoutCompatibility && !handler.layouts.contains(layout.claim.layout)) {
@@ -124,7 +138,7 @@ std::optional<std::string> contract_mismatch(const HandlerSpec& handler, const C
   }
   for (std::size_t i = 0; i < capsule.contracts.size(); ++i) {
     const Evidence& evidence = capsule.contracts[i].evidence;
-    if (evidence.kind != EvidenceKind::RuntimeGuard) continue;
+    if (evidence.kind != EvidenceKind::RuntimeGuard || enforced_by_planner(capsule, evidence)) continue;
     if (std::find(handler.guards.begin(), handler.guards.end(), evidence.name) != handler.guards.end()) continue;
     std::vector<std::string> quoted;
     for (const std::string& guard : handler.guards) quoted.push_back(str("`", guard, "`"));
