@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -70,6 +71,18 @@ class LedgerListener : public NullReporter {
  public:
   explicit LedgerListener(const doctest::ContextOptions&) {}
 
+  /// The failing check's INFO, CAPTURE and *_MESSAGE texts (the console reporter is silent in
+  /// ledger runs, so without them a log, a GPU machine's above all, would not say why), one
+  /// escaped line each, at most 400 characters.
+  static void print_active_contexts() {
+    const doctest::IContextScope* const* contexts = doctest::IReporter::get_active_contexts();
+    for (int i = 0; contexts != nullptr && i < doctest::IReporter::get_num_active_contexts(); ++i) {
+      std::ostringstream text;
+      contexts[i]->stringify(&text);
+      std::fprintf(stderr, "ledger:   with %s\n", text_escape(std::string_view(text.str()).substr(0, 400)).c_str());
+    }
+  }
+
   void test_case_start(const doctest::TestCaseData& in) override {
     Recorder& r = recorder();
     const std::lock_guard lock(r.mutex);
@@ -95,6 +108,7 @@ class LedgerListener : public NullReporter {
     if (in.m_failed && r.print) {
       std::fprintf(stderr, "ledger: check failed in %s: %s:%d: %s\n", text_escape(r.test_case).c_str(),
                    text_escape(failure.file).c_str(), in.m_line, text_escape(failure.check).c_str());
+      print_active_contexts();
     }
     if (r.current) r.tallies[r.suite][*r.current].add(!in.m_failed, failure);
     else r.unattributed.add(!in.m_failed, failure);
