@@ -9,7 +9,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+gpu_log=$(mktemp)
+trap 'rm -f "$log" "$gpu_log"' EXIT
 
 echo "== tests (main build)"
 (cd build && ctest --output-on-failure -j"$jobs" -LE 'gpu|fuzz') | tee -a "$log"
@@ -17,7 +18,6 @@ echo "== tests (main build)"
 # The GPU parity cases (label gpu) need a CUDA device. Without one each reports a skip, saying
 # why; they are shown apart and left out of the closing count, since a skip is not a pass.
 echo "== GPU-labelled tests (without a usable CUDA device each reports a skip and the reason)"
-gpu_log=$(mktemp)
 if ! (cd build && ctest --output-on-failure -j"$jobs" -L gpu) >"$gpu_log" 2>&1; then
   cat "$gpu_log"
   exit 1
@@ -26,7 +26,6 @@ gpu_total=$(awk '/tests passed, [0-9]+ tests failed out of/ {print $NF}' "$gpu_l
 gpu_skipped=$(grep -c '(Skipped)' "$gpu_log" || true)
 gpu_reason=$(grep -m1 -o 'capsule-skip: .*' build/Testing/Temporary/LastTest.log || true)
 echo "gpu: ${gpu_total:-0} tests, ${gpu_skipped} skipped${gpu_reason:+ (${gpu_reason#capsule-skip: })}"
-rm -f "$gpu_log"
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 JOBS="$jobs" bash tools/dev/sanitize.sh | tee -a "$log"

@@ -30,10 +30,7 @@ double max_abs(const Tensor& t) {
 }
 
 std::string compare_absolute(const Tensor& l, const Tensor& r, double allowed) {
-  if (l.defined() != r.defined()) return "one side has no gradient";
-  if (!l.defined()) return "";
-  if (l.shape() != r.shape()) return str("shape ", to_string(l.shape()), " vs ", to_string(r.shape()));
-  if (l.dtype() != r.dtype()) return "dtype differs";
+  if (auto difference = structural_difference(l, r)) return *difference;
   const std::vector<double> lv = l.to_vector();
   const std::vector<double> rv = r.to_vector();
   for (std::size_t i = 0; i < lv.size(); ++i) {

@@ -38,12 +38,17 @@ bool same_bits(double l, double r) {
   return l == r && std::signbit(l) == std::signbit(r);
 }
 
-std::string compare(const Tensor& lib, const Tensor& ref, const Tolerance& tol, const Tensor* terms,
-                    std::int64_t n) {
+std::optional<std::string> structural_difference(const Tensor& lib, const Tensor& ref) {
   if (lib.defined() != ref.defined()) return "one side has no gradient";
   if (!lib.defined()) return "";
   if (lib.shape() != ref.shape()) return str("shape ", to_string(lib.shape()), " vs ", to_string(ref.shape()));
   if (lib.dtype() != ref.dtype()) return "dtype differs";
+  return std::nullopt;
+}
+
+std::string compare(const Tensor& lib, const Tensor& ref, const Tolerance& tol, const Tensor* terms,
+                    std::int64_t n) {
+  if (auto difference = structural_difference(lib, ref)) return *difference;
   const std::vector<double> l = lib.to_vector();
   const std::vector<double> r = ref.to_vector();
   const std::vector<double> t = terms != nullptr && terms->defined() ? terms->to_vector() : std::vector<double>{};

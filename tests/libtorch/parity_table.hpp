@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -55,6 +56,11 @@ struct ParityCase {
 double unit_roundoff(DType dtype);
 /// Bit-for-bit equality, NaN matching NaN and the sign of zero counting.
 bool same_bits(double l, double r);
+
+/// What keeps two results from being compared element by element: "one side has no gradient",
+/// a shape or dtype difference, or "" when both are undefined (nothing to compare). Nothing when
+/// both are defined with one shape and dtype. The first step of every comparison below.
+std::optional<std::string> structural_difference(const Tensor& lib, const Tensor& ref);
 
 /// Compares one output under `tol`; `terms[i]` is Σ|terms| (Terms) or unused, `n` the n of the
 /// Terms and Lane bounds. Returns "" or the first element that misses, with both values.
