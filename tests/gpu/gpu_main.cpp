@@ -4,11 +4,13 @@
 // written on the GPU machine names the device it ran on. A --ledger or --verify-coverage run is
 // refused without a usable device: the parity suites could not run, and a ledger of cases that
 // did not run would only say so. `--probe` only prints whether device 0 is usable (exit 0) or
-// why not (exit 1): tools/gpu-check.sh asks it before running anything.
+// why not (exit 1): tools/gpu-check.sh asks it before running anything. After a run, the cuDNN
+// plans it built are listed, one line each.
 #include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capsule/build_info.hpp"
 #include "capsule/handlers/cuda.hpp"
@@ -58,5 +60,11 @@ int main(int argc, char** argv) {
     }
     return std::nullopt;
   };
-  return capsule::testing::run_test_binary(argc, argv, binary);
+  const int status = capsule::testing::run_test_binary(argc, argv, binary);
+  // Which cuDNN graph, layout and engine served each shape the suites ran (a channels-last or
+  // channel-padded copy says so in its graph's name), so a GPU run's log shows the path taken.
+  const std::vector<std::string> plans = capsule::cudnn_plan_report();
+  if (!plans.empty()) std::cout << "cudnn plans built by this run (" << plans.size() << "):\n";
+  for (const std::string& line : plans) std::cout << "  " << line << "\n";
+  return status;
 }

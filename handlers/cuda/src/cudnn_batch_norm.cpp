@@ -13,7 +13,8 @@
 //   backward  NORM_BACKWARD mode CUDNN_BATCH_NORM; X, DY, SCALE and the forward's MEAN and
 //             INV_VARIANCE in; DX, DSCALE, DBIAS out.
 // When cuDNN has no engine for the packed NCHW graph, the same graph runs on channels-last copies
-// of x, y, dy and dx ([n, S, c], our transpose kernel; run_any_layout).
+// of x, y, dy and dx ([n, S, c], our transpose kernel; run_any_layout), and failing that on
+// channels-last copies with c rounded up to a multiple of 8, then of 32 (kPadChannelsTo).
 // The forward's statistics are kept for the backward (forward_saving / backward_saved, as the
 // LibTorch handler does); a backward without them (untaped, or the plain `backward`) reruns the
 // forward graph to get the same ones.
@@ -34,6 +35,13 @@ namespace {
 using Grads = RuntimeResult<std::vector<Tensor>>;
 using Dims4 = std::array<std::int64_t, 4>;
 constexpr std::string_view kOp = "batch_norm";
+/// The last layouts tried (run_any_layout): channels-last with the channel count rounded up to a
+/// multiple of 8, then of 32. The added channels hold zeros; batch norm treats every channel on
+/// its own, so they never touch a real channel's result, and they are dropped. cuDNN's batch-norm
+/// engines block over channels and may refuse a count they cannot block (cudnn-frontend issue
+/// 133: C = 35 refused). Our first GPU run failed on its first case, C = 3, before this path
+/// existed (docs/gpu-runs/2026-12-04-h200). Not yet run on a GPU.
+constexpr std::array<std::int64_t, 2> kPadChannelsTo{8, 32};
 
 struct NormPlan {
   Dims4 x{}, stats{};
@@ -81,9 +89,13 @@ struct NormState final : SavedState {
 constexpr std::int64_t kUidX = 1, kUidMean = 2, kUidInvStd = 3, kUidScale = 4, kUidBias = 5, kUidEps = 6, kUidY = 7,
                        kUidDy = 8, kUidDScale = 9, kUidDBias = 10, kUidDx = 11;
 
+/// `plan` holds the graph's channel count; `call_channels` the call's (fewer in a channel-padded run).
 RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backward, DType dtype, std::int64_t align,
-                                       const NormPlan& plan, MemoryLayout layout) {
-  const std::string suffix = layout == MemoryLayout::Nhwc ? " (channels-last copy)" : "";
+                                       const NormPlan& plan, MemoryLayout layout, std::int64_t call_channels) {
+  const std::string suffix =
+      layout != MemoryLayout::Nhwc ? std::string()
+      : plan.x[1] == call_channels ? std::string(" (channels-last copy)")
+                                   : str(" (channels-last copy, ", call_channels, " channels padded to ", plan.x[1], ")");
   // The per-channel tensors [1, c, 1, 1] take x's layout too: the same bytes either way, but
   // cuDNN reads a graph's layout from every tensor's strides, and its channels-last norm engines
   // expect [c, 1, c, c] beside a channels-last x.
@@ -139,14 +151,17 @@ RuntimeResult<PlanPtr> build_norm_plan(const StartedDevice& device, bool backwar
 /// by-value epsilon on the host), packed NCHW or else on channels-last copies (run_any_layout).
 RuntimeStatus run_norm(const StartedDevice& device, bool backward, DType dtype, const NormPlan& plan,
                        std::span<const Operand> operands) {
-  auto plan_for = [&](MemoryLayout layout, std::int64_t align) {
+  auto plan_for = [&](MemoryLayout layout, std::int64_t align, std::int64_t channels) {
+    NormPlan shaped = plan;  // the call's channels, or the padded count of a channel-padded run
+    shaped.x[1] = channels;
+    shaped.stats[1] = channels;
     std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
                                   static_cast<std::int64_t>(dtype), align, static_cast<std::int64_t>(layout)};
-    key.insert(key.end(), plan.x.begin(), plan.x.end());
+    key.insert(key.end(), shaped.x.begin(), shaped.x.end());
     return cached_plan(kOp, device, key, dtype,
-                       [&] { return build_norm_plan(device, backward, dtype, align, plan, layout); });
+                       [&] { return build_norm_plan(device, backward, dtype, align, shaped, layout, plan.x[1]); });
   };
-  return run_any_layout(kOp, device, plan.x[0], plan.x[1], operands, plan_for);
+  return run_any_layout(kOp, device, plan.x[0], plan.x[1], operands, plan_for, kPadChannelsTo);
 }
 
 /// gamma, or ones when the call has none (cuDNN's batch norm always scales).
@@ -182,11 +197,13 @@ RuntimeResult<std::unique_ptr<NormState>> norm_into(const StartedDevice& device,
   const double eps64 = plan.eps;
   const void* eps = dtype == DType::F32 ? static_cast<const void*>(&eps32) : static_cast<const void*>(&eps64);
   const std::int64_t spatial = plan.x[2];
-  const std::array<Operand, 7> operands{
-      Operand{kUidX, inputs[0], nullptr, false, spatial},  Operand{kUidMean, state->mean, nullptr, true, 0},
-      Operand{kUidInvStd, state->inv_std, nullptr, true, 0}, Operand{kUidScale, scale, nullptr, false, 0},
-      Operand{kUidBias, bias, nullptr, false, 0},          Operand{kUidEps, Tensor(), eps, false, 0},
-      Operand{kUidY, y, nullptr, true, spatial}};
+  const std::array<Operand, 7> operands{Operand{kUidX, inputs[0], nullptr, false, spatial},
+                                        Operand{kUidMean, state->mean, nullptr, true, 0, true},
+                                        Operand{kUidInvStd, state->inv_std, nullptr, true, 0, true},
+                                        Operand{kUidScale, scale, nullptr, false, 0, true},
+                                        Operand{kUidBias, bias, nullptr, false, 0, true},
+                                        Operand{kUidEps, Tensor(), eps, false, 0},
+                                        Operand{kUidY, y, nullptr, true, spatial}};
   CAPSULE_CHECK(run_norm(device, false, dtype, plan, operands));
   return state;
 }
@@ -249,11 +266,14 @@ Grads batch_norm_backward_saved(Inputs inputs, const Tensor& output, const Tenso
     CAPSULE_TRY(dbias, new_device_tensor(kOp, dims, dtype));
   }
   const std::int64_t spatial = plan.x[2];
-  const std::array<Operand, 8> operands{
-      Operand{kUidX, inputs[0], nullptr, false, spatial},  Operand{kUidMean, state->mean, nullptr, false, 0},
-      Operand{kUidInvStd, state->inv_std, nullptr, false, 0}, Operand{kUidDy, grad, nullptr, false, spatial},
-      Operand{kUidScale, scale, nullptr, false, 0},        Operand{kUidDScale, dscale, nullptr, true, 0},
-      Operand{kUidDBias, dbias, nullptr, true, 0},         Operand{kUidDx, grads[0], nullptr, true, spatial}};
+  const std::array<Operand, 8> operands{Operand{kUidX, inputs[0], nullptr, false, spatial},
+                                        Operand{kUidMean, state->mean, nullptr, false, 0, true},
+                                        Operand{kUidInvStd, state->inv_std, nullptr, false, 0, true},
+                                        Operand{kUidDy, grad, nullptr, false, spatial},
+                                        Operand{kUidScale, scale, nullptr, false, 0, true},
+                                        Operand{kUidDScale, dscale, nullptr, true, 0, true},
+                                        Operand{kUidDBias, dbias, nullptr, true, 0, true},
+                                        Operand{kUidDx, grads[0], nullptr, true, spatial}};
   CAPSULE_CHECK(run_norm(*device, true, dtype, plan, operands));
   return grads;
 }

@@ -493,9 +493,80 @@ std::vector<Binding> operand_bindings(std::span<const Operand> operands, std::sp
 
 }  // namespace
 
+namespace {
+
+/// The launch of our padded transpose for `in`'s dtype (launch_transpose_padded).
+RuntimeStatus transpose_padded_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
+                                    std::int64_t batch, std::int64_t rows, std::int64_t cols, std::int64_t in_stride,
+                                    std::int64_t out_stride) {
+  const cudaError_t launched =
+      in.dtype() == DType::F32
+          ? launch_transpose_padded(device_ptr<float>(in), mutable_device_ptr<float>(out), batch, rows, cols,
+                                    in_stride, out_stride, device.stream)
+          : launch_transpose_padded(device_ptr<double>(in), mutable_device_ptr<double>(out), batch, rows, cols,
+                                    in_stride, out_stride, device.stream);
+  CAPSULE_CHECK(check_cuda(op, "the channel-padding transpose kernel", launched));
+  return after_launch(op, device);
+}
+
+/// Copies the first `count` elements of `from` into `to` on our stream.
+RuntimeStatus copy_prefix(std::string_view op, const StartedDevice& device, const Tensor& from, Tensor& to,
+                          std::int64_t count) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(from.dtype());
+  if (bytes == 0) return std::monostate{};
+  return check_cuda(op, "copying a per-channel operand",
+                    cudaMemcpyAsync(to.mutable_device_address(), from.device_address(), bytes,
+                                    cudaMemcpyDeviceToDevice, device.stream));
+}
+
+/// Runs `plan_for`'s channel-padded NHWC plan, if cuDNN has one, on zero-padded copies of the
+/// activations and per-channel operands, and copies the written ones' real channels back. Returns
+/// the plan, usable or not (then nothing ran).
+RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevice& device, std::int64_t n,
+                                          std::int64_t c, std::int64_t padded, std::span<const Operand> operands,
+                                          const PlanForLayout& plan_for) {
+  std::vector<Tensor> copies(operands.size());
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    if (o.plane > 0) {
+      const std::array<std::int64_t, 3> dims{n, o.plane, padded};
+      CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
+      // Written ones need no zeroing: the graph writes every lane of its outputs.
+      if (!o.written) CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
+    } else if (o.per_channel) {
+      if (o.tensor.numel() != c) {
+        return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": a per-channel operand has ", o.tensor.numel(),
+                                                             " elements; expected ", c));
+      }
+      const std::array<std::int64_t, 1> dims{padded};
+      CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
+      if (!o.written) {
+        CAPSULE_CHECK(zero_on_stream(op, device, copies[i]));
+        CAPSULE_CHECK(copy_prefix(op, device, o.tensor, copies[i], c));
+      }
+    }
+  }
+  CAPSULE_TRY(PlanPtr plan, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies), padded));
+  if (!plan->usable()) return plan;
+  CAPSULE_CHECK(execute_plan(op, device, *plan, operand_bindings(operands, copies)));
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    if (!copies[i].defined() || !operands[i].written) continue;
+    Tensor out = operands[i].tensor;  // shares the caller's storage
+    if (operands[i].plane > 0) {
+      CAPSULE_CHECK(transpose_padded_into(op, device, copies[i], out, n, operands[i].plane, c, padded, operands[i].plane));
+    } else {
+      CAPSULE_CHECK(copy_prefix(op, device, copies[i], out, c));
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
 RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, std::int64_t n, std::int64_t c,
-                             std::span<const Operand> operands, const PlanForLayout& plan_for) {
-  CAPSULE_TRY(PlanPtr nchw, plan_for(MemoryLayout::Nchw, operands_alignment(operands, {})));
+                             std::span<const Operand> operands, const PlanForLayout& plan_for,
+                             std::span<const std::int64_t> pad_channels_to) {
+  CAPSULE_TRY(PlanPtr nchw, plan_for(MemoryLayout::Nchw, operands_alignment(operands, {}), c));
   if (nchw->usable()) return execute_plan(op, device, *nchw, operand_bindings(operands, {}));
   // Channels-last copies of the activations: inputs transposed in, outputs allocated.
   std::vector<Tensor> copies(operands.size());
@@ -509,15 +580,27 @@ RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, s
       CAPSULE_TRY(copies[i], transposed_copy(op, device, o.tensor, n, c, o.plane));
     }
   }
-  CAPSULE_TRY(PlanPtr nhwc, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies)));
-  if (!nhwc->usable()) return no_engine_error(op, *nhwc, str("packed NCHW: ", nchw->refusal));
-  CAPSULE_CHECK(execute_plan(op, device, *nhwc, operand_bindings(operands, copies)));
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    if (!copies[i].defined() || !operands[i].written) continue;
-    Tensor out = operands[i].tensor;  // shares the caller's storage
-    CAPSULE_CHECK(transpose_into(op, device, copies[i], out, n, operands[i].plane, c));
+  CAPSULE_TRY(PlanPtr nhwc, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies), c));
+  if (nhwc->usable()) {
+    CAPSULE_CHECK(execute_plan(op, device, *nhwc, operand_bindings(operands, copies)));
+    for (std::size_t i = 0; i < operands.size(); ++i) {
+      if (!copies[i].defined() || !operands[i].written) continue;
+      Tensor out = operands[i].tensor;  // shares the caller's storage
+      CAPSULE_CHECK(transpose_into(op, device, copies[i], out, n, operands[i].plane, c));
+    }
+    return std::monostate{};
   }
-  return std::monostate{};
+  std::string refusals = str("packed NCHW: ", nchw->refusal);
+  std::int64_t tried = c;
+  for (const std::int64_t multiple : pad_channels_to) {
+    const std::int64_t padded = multiple > 1 ? (c + multiple - 1) / multiple * multiple : c;
+    if (padded <= tried) continue;  // the same graph as one refused already
+    tried = padded;
+    CAPSULE_TRY(PlanPtr padded_plan, run_channel_padded(op, device, n, c, padded, operands, plan_for));
+    if (padded_plan->usable()) return std::monostate{};
+    refusals += str("; channels-last with ", c, " channels padded to ", padded, ": ", padded_plan->refusal);
+  }
+  return no_engine_error(op, *nhwc, refusals);
 }
 
 RuntimeStatus zero_on_stream(std::string_view op, const StartedDevice& device, Tensor& t) {

@@ -176,17 +176,25 @@ struct Operand {
   const void* host = nullptr;  ///< the by-value scalar
   bool written = false;        ///< the graph writes it
   std::int64_t plane = 0;      ///< > 0: an activation [n, c, plane] that a channels-last run copies
+  bool per_channel = false;    ///< a [c] vector that a channel-padded run copies into [padded c]
 };
 
-/// A graph's cached plan for a memory layout and a byte alignment.
-using PlanForLayout = std::function<RuntimeResult<PlanPtr>(MemoryLayout layout, std::int64_t align)>;
+/// A graph's cached plan for a memory layout, a byte alignment and a channel count (the call's,
+/// or the rounded-up one of a channel-padded run).
+using PlanForLayout =
+    std::function<RuntimeResult<PlanPtr>(MemoryLayout layout, std::int64_t align, std::int64_t channels)>;
 
 /// Runs a graph on our NCHW `operands` as they are when cuDNN has an engine for the packed NCHW
 /// graph; otherwise on NHWC copies of the activations ([n, c, plane] → [n, plane, c] on our
-/// stream, the written ones copied back after), when it has one for that; otherwise the
-/// no-engine error naming both refusals.
+/// stream, the written ones copied back after), when it has one for that; otherwise, for each
+/// multiple in `pad_channels_to` in turn that rounds c up to a larger count than tried so far, on
+/// zero-padded channels-last copies ([n, plane, c_padded], and [c_padded] for the per-channel
+/// operands; the written ones' first c channels copied back), when it has one for that;
+/// otherwise the no-engine error naming every refusal. Only ops whose channels are independent
+/// (batch norm) may pad: a padded channel's zero inputs never reach a real channel's result.
 RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, std::int64_t n, std::int64_t c,
-                             std::span<const Operand> operands, const PlanForLayout& plan_for);
+                             std::span<const Operand> operands, const PlanForLayout& plan_for,
+                             std::span<const std::int64_t> pad_channels_to = {});
 
 /// Zeroes `t` on our stream (a result the graphs cannot produce: an empty operand, a sum over
 /// nothing).

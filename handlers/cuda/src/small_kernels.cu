@@ -78,25 +78,28 @@ __global__ void channel_sum_kernel(const T* in, T* out, std::int64_t n, std::int
   }
 }
 
+// o indexes out [batch, cols, out_stride]: (b, j, i) reads in [batch, rows, in_stride] at (b, i, j)
+// for i < rows; the lanes rows <= i < out_stride are zero (a channel-padded copy).
 template <class T>
-__global__ void transpose_batched_kernel(const T* in, T* out, std::int64_t total, std::int64_t rows,
-                                         std::int64_t cols) {
+__global__ void transpose_padded_kernel(const T* in, T* out, std::int64_t total, std::int64_t rows, std::int64_t cols,
+                                        std::int64_t in_stride, std::int64_t out_stride) {
   const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    // o indexes out [batch, cols, rows]: (b, j, i) reads in (b, i, j).
-    const std::int64_t i = o % rows;
-    const std::int64_t j = (o / rows) % cols;
-    const std::int64_t b = o / (rows * cols);
-    out[o] = in[(b * rows + i) * cols + j];
+    const std::int64_t i = o % out_stride;
+    const std::int64_t j = (o / out_stride) % cols;
+    const std::int64_t b = o / (out_stride * cols);
+    out[o] = i < rows ? in[(b * rows + i) * in_stride + j] : T(0);
   }
 }
 
 template <class T>
-cudaError_t transpose_batched(const T* in, T* out, std::int64_t batch, std::int64_t rows, std::int64_t cols,
-                              cudaStream_t stream) {
-  const std::int64_t total = batch * rows * cols;
+cudaError_t transpose_padded(const T* in, T* out, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                             std::int64_t in_stride, std::int64_t out_stride, cudaStream_t stream) {
+  const std::int64_t total = batch * cols * out_stride;
   if (total <= 0) return cudaSuccess;
-  transpose_batched_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(in, out, total, rows, cols);
+  if (in_stride < cols || out_stride < rows) return cudaErrorInvalidValue;
+  transpose_padded_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(in, out, total, rows, cols, in_stride,
+                                                                          out_stride);
   return cudaGetLastError();
 }
 
@@ -159,11 +162,21 @@ cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, st
 
 cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
                                      std::int64_t cols, cudaStream_t stream) {
-  return transpose_batched(in, out, batch, rows, cols, stream);
+  return transpose_padded(in, out, batch, rows, cols, cols, rows, stream);
 }
 cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
                                      std::int64_t cols, cudaStream_t stream) {
-  return transpose_batched(in, out, batch, rows, cols, stream);
+  return transpose_padded(in, out, batch, rows, cols, cols, rows, stream);
+}
+cudaError_t launch_transpose_padded(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
+                                    cudaStream_t stream) {
+  return transpose_padded(in, out, batch, rows, cols, in_stride, out_stride, stream);
+}
+cudaError_t launch_transpose_padded(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
+                                    cudaStream_t stream) {
+  return transpose_padded(in, out, batch, rows, cols, in_stride, out_stride, stream);
 }
 
 }  // namespace capsule::cuda

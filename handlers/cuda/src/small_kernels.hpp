@@ -46,4 +46,16 @@ cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t b
 cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
                                      std::int64_t cols, cudaStream_t stream);
 
+/// The same with row strides, for channel-padded copies: out [batch, cols, out_stride] gets
+/// out[b, j, i] = in[b, i, j] for i < rows, j < cols, reading in [batch, rows, in_stride]
+/// (in_stride >= cols), and zero in the lanes rows <= i < out_stride (out_stride >= rows; else
+/// cudaErrorInvalidValue). Pad: (n, c, S) with strides (S, c_padded); unpad: (n, S, c) with
+/// strides (c_padded, S).
+cudaError_t launch_transpose_padded(const float* in, float* out, std::int64_t batch, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
+                                    cudaStream_t stream);
+cudaError_t launch_transpose_padded(const double* in, double* out, std::int64_t batch, std::int64_t rows,
+                                    std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
+                                    cudaStream_t stream);
+
 }  // namespace capsule::cuda
