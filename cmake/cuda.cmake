@@ -43,6 +43,15 @@ else()
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
+    # Our targets' architectures (handlers/cuda/CMakeLists.txt sets them per target). LibTorch's
+    # CMake package, found first (cmake/libtorch.cmake), sets CMAKE_CUDA_ARCHITECTURES to OFF:
+    # nvcc then builds its default architecture only, and the first GPU run's fingerprint said
+    # "architectures OFF". Ours stay 90 there.
+    if(CMAKE_CUDA_ARCHITECTURES STREQUAL "OFF" OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+      set(CAPSULE_CUDA_ARCHITECTURES 90)
+    else()
+      set(CAPSULE_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)
     find_path(CAPSULE_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
@@ -56,7 +65,7 @@ else()
       if(CMAKE_CXX_COMPILER_LAUNCHER AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
         set(CMAKE_CUDA_COMPILER_LAUNCHER "${CMAKE_CXX_COMPILER_LAUNCHER}")
       endif()
-      message(STATUS "CUDA providers: on (CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
+      message(STATUS "CUDA providers: on (CUDA ${CUDAToolkit_VERSION}, architectures ${CAPSULE_CUDA_ARCHITECTURES}, "
                      "cuDNN ${CAPSULE_CUDNN_LIBRARY})")
     endif()
   endif()

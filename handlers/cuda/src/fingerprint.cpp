@@ -7,11 +7,14 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 
+#include "capsule/handlers/cuda.hpp"
+#include "capsule/text.hpp"
 #include "device.hpp"
 
 #ifndef CAPSULE_CUDA_ARCHITECTURES
@@ -35,6 +38,24 @@ std::string object_path(Fn* function) {
 }
 
 }  // namespace
+
+std::vector<std::string> loaded_shared_objects(std::string_view prefix) {
+  struct Search {
+    std::string_view prefix;
+    std::vector<std::string> found;
+  } search{prefix, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        const std::string_view path = info->dlpi_name == nullptr ? std::string_view() : info->dlpi_name;
+        const std::size_t slash = path.rfind('/');
+        const std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
+        if (file.starts_with(s->prefix)) s->found.emplace_back(path);
+        return 0;
+      },
+      &search);
+  return search.found;
+}
 
 EnvironmentFingerprint cuda_fingerprint() {
   EnvironmentFingerprint fingerprint;
@@ -62,6 +83,11 @@ EnvironmentFingerprint cuda_fingerprint() {
   const std::size_t cudnn = cudnnGetVersion();
   fingerprint.set("provider.cuda.cudnn.loaded", str(cudnn / 10000, ".", (cudnn % 10000) / 100, ".", cudnn % 100));
   fingerprint.set("provider.cuda.cudnn.library", object_path(&cudnnGetVersion));
+  // cuDNN 9's libcudnn.so.9 is a shim that loads its parts (libcudnn_graph, _engines_precompiled,
+  // _engines_runtime_compiled, _heuristic, _ops, _cnn, _adv) on first use, from wherever the
+  // loader finds them. A ledger run asks at its end, so these are the parts its suites used.
+  const std::vector<std::string> parts = loaded_shared_objects("libcudnn_");
+  fingerprint.set("provider.cuda.cudnn.parts", parts.empty() ? std::string("none loaded") : join(parts, ", "));
 
   int count = 0;
   if (driver != 0 && cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {

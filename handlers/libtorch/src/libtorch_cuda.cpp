@@ -18,7 +18,6 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <link.h>
 
 #include <array>
 #include <cstddef>
@@ -195,25 +194,6 @@ void set_exact_math_modes() {
   context.setBenchmarkCuDNN(false);
 }
 
-/// The loaded shared objects whose file name starts with `prefix` (full paths, in load order).
-std::vector<std::string> loaded_objects(std::string_view prefix) {
-  struct Search {
-    std::string_view prefix;
-    std::vector<std::string> found;
-  } search{prefix, {}};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* data) {
-        auto* s = static_cast<Search*>(data);
-        const std::string_view path = info->dlpi_name == nullptr ? std::string_view() : info->dlpi_name;
-        const std::size_t slash = path.rfind('/');
-        const std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
-        if (file.starts_with(s->prefix)) s->found.emplace_back(path);
-        return 0;
-      },
-      &search);
-  return search.found;
-}
-
 }  // namespace
 }  // namespace capsule::libtorch
 
@@ -251,7 +231,7 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
   // toolkit's that the CUDA provider links: the dynamic loader maps one object per soname, so
   // the paths below are the copies every handler of this process calls, whichever linked them.
   for (const std::string_view library : {"libcudart", "libcublas", "libcublasLt", "libcudnn", "libtorch_cuda"}) {
-    const std::vector<std::string> paths = libtorch::loaded_objects(str(library, "."));
+    const std::vector<std::string> paths = loaded_shared_objects(str(library, "."));
     add(str("provider.libtorch.cuda.", library), paths.empty() ? std::string("not loaded") : join(paths, ", "));
   }
   try {

@@ -71,6 +71,11 @@ RuntimeStatus cuda_synchronize(std::string_view where);
 /// workspace, and the plan's key (alignment, dims, attributes). For the GPU suites' reports.
 std::vector<std::string> cudnn_plan_report();
 
+/// The shared objects this process has loaded whose file name starts with `prefix` (full paths,
+/// in load order). The dynamic loader maps one object per soname, so with pip's torch beside the
+/// toolkit this names the copy every caller of that soname uses.
+std::vector<std::string> loaded_shared_objects(std::string_view prefix);
+
 /// The CUDA runtime, cuBLAS and cuDNN versions (compiled against and loaded) and the shared objects
 /// they come from (`provider.cuda.*`), the driver (`device.cuda.driver`), and device 0's name and
 /// compute capability (`device.cuda`, `device.cuda.compute_capability`; `none` without one), for
