@@ -7,7 +7,9 @@
 #                builds capsule_gpu_tests (no Boost: tests/gpu/CMakeLists.txt) in $CAPSULE_BUILD_DIR
 #                (default build/) and copies it, stripped of debug info, with the shared libraries
 #                it needs that are neither glibc nor CUDA's (toml++, libstdc++, libgcc_s) into DIR
-#                (default gpu-bundle/, ignored by git; the device tool carries it).
+#                (default gpu-bundle/, ignored by git; the device tool carries it), with what
+#                phase 3's build there needs: toml++ and doctest under prefix/, and Boost's
+#                Debian packages under debs/ (about 10 MB; unpacked there, for the CLI).
 #   GPU machine: tools/gpu-check.sh [--quick] [--out DIR] [--bundle-dir DIR]
 #                from the repository root. Resolves the CUDA libraries there (/usr/local/cuda and
 #                pip's nvidia/*/lib folders), then runs the phases below, writing each phase's
@@ -21,6 +23,8 @@
 #                                           $CAPSULE_GPU_TORCH_BUILD_DIR, default build-gpu-libtorch/),
 #                                           then the libtorch.cuda suites
 #                  gpu-ledger-libtorch-cuda.json  their ledger
+#                  phase-3-check.log        `capsule check --profile libtorch_cuda` of that build
+#                                           on that ledger, when the bundle carried Boost's .debs
 #                  phase-3-libtorch-cuda-bench.log  full runs: capsule_gpu_bench_libtorch
 #                  phase-4-bench.log        full runs only: capsule_gpu_bench when the bundle has one
 #                  summary.txt              one line per phase
@@ -163,6 +167,19 @@ if [[ $mode == bundle ]]; then
   carried_packages=()
   carry_package tomlplusplus toml++ "$(cache_value tomlplusplus_DIR)"
   carry_package doctest doctest "$(cache_value doctest_DIR)"
+  # Boost.Program_options for phase 3's `capsule` (the CLI judges that build's own ledger there):
+  # the Debian packages this build uses, as .deb files (the headers alone unpack to about 140 MB;
+  # the .debs are about 10 MB). Phase 3 unpacks them into its build folder. Without them (apt
+  # offline) phase 3 builds no CLI and says so.
+  boost_debs=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 'libboost1.*-dev' 'libboost-program-options1.*' \
+    2>/dev/null | awk '$1 == "ii" {print $2}' | grep -E '^libboost(1\.[0-9]+-dev|-program-options1\.[0-9]+(\.0|-dev))$' || true)
+  if [[ -n $boost_debs ]] && mkdir -p "$bundle/debs" &&
+    (cd "$bundle/debs" && apt-get download $boost_debs >/dev/null 2>&1); then
+    carried_packages+=("boost (debs/: $(echo $boost_debs))")
+  else
+    rm -rf "$bundle/debs"
+    echo "gpu-check: could not download Boost's .debs (${boost_debs:-not installed here}); phase 3 will build no CLI" >&2
+  fi
   {
     echo "capsule GPU bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
@@ -292,6 +309,18 @@ if [[ $libtorch != skip ]]; then
     for package in "$bundle"/prefix/lib/cmake/doctest "$bundle"/prefix/lib/*/cmake/tomlplusplus; do
       [[ -d $package ]] && package_args+=(-D"$(basename "$package")_DIR=$package")
     done
+    # Boost.Program_options from the bundle's .debs, unpacked into the build folder: with it this
+    # build has the `capsule` CLI too, which judges this build's ledger below.
+    if compgen -G "$bundle/debs/*.deb" >/dev/null && command -v dpkg >/dev/null; then
+      boost_prefix=$lt_build/boost-prefix
+      rm -rf "$boost_prefix" && mkdir -p "$boost_prefix"
+      for deb in "$bundle"/debs/*.deb; do dpkg -x "$deb" "$boost_prefix"; done
+      boost_config=$( (ls -d "$boost_prefix"/usr/lib/*/cmake/Boost-* 2>/dev/null || true) | head -1)
+      [[ -n $boost_config ]] && package_args+=(-DBoost_DIR="$boost_config")
+      echo "Boost: ${boost_config:-no BoostConfig.cmake in the carried .debs}"
+    else
+      echo "Boost: none carried (no debs/ in the bundle, or no dpkg here): no CLI in this build"
+    fi
     if [[ -z $torch_prefix ]]; then
       echo "no torch with a CMake prefix on this machine: nothing to build"
       lt_status=2
@@ -305,10 +334,12 @@ if [[ $libtorch != skip ]]; then
         echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
         lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
       fi
+      cli_targets=()
+      [[ -d $lt_build/tools/cli ]] && cli_targets=(capsule)
       if [[ $lt_status == 0 ]]; then
         echo "== build"
-        timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests -j "$(nproc)" ||
-          lt_status=$?
+        timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests \
+          "${cli_targets[@]}" -j "$(nproc)" || lt_status=$?
       fi
       if [[ $lt_status == 0 ]]; then
         echo "== libtorch.cuda suites"
@@ -317,6 +348,19 @@ if [[ $libtorch != skip ]]; then
         LD_LIBRARY_PATH="$cuda_lib_path" CAPSULE_SOURCE_ROOT="$root" \
           timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" "$lt_build/tests/gpu/capsule_gpu_tests" \
           --evidence-suites libtorch.cuda. --ledger "$out/gpu-ledger-libtorch-cuda.json" || lt_status=$?
+      fi
+      # The ledger judged by the build that wrote it (a ledger counts only for its own build's
+      # provider digests, so no other `capsule` can accept these entries). `libtorch_cuda` plans
+      # native_cuda capsules too, which have no handlers and so no entries: its verdict is
+      # "rejected" by design; the lines to read are the ledger's passed and missing counts.
+      if [[ $lt_status == 0 && ${#cli_targets[@]} -gt 0 ]]; then
+        echo "== capsule check --profile libtorch_cuda (phase-3-check.log)"
+        check_status=0
+        LD_LIBRARY_PATH="$cuda_lib_path" timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" \
+          "$lt_build/tools/cli/capsule" check --root "$root" --profile libtorch_cuda \
+          --ledger "$out/gpu-ledger-libtorch-cuda.json" \
+          >"$out/phase-3-check.log" 2>&1 || check_status=$?
+        echo "check exit status: $check_status; $(grep -E '^ledger: [0-9]+ obligation' "$out/phase-3-check.log" | tail -1)"
       fi
       # Full runs: LibTorch on CUDA through our session against ATen directly, into its own log.
       if [[ $lt_status == 0 && $quick == 0 ]]; then
@@ -334,7 +378,7 @@ if [[ $libtorch != skip ]]; then
     fi
   } >"$log" 2>&1
   case $lt_status in
-    0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^bench exit status' "$log" | sed 's/^/; /' || true)" ;;
+    0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^(check|bench) exit status' "$log" | sed 's/^/; /' | tr -d '\n' || true)" ;;
     2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
     *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
   esac

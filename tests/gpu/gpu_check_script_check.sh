@@ -59,6 +59,14 @@ expect_in "$work/bundle/BUNDLE.txt" "carried: " "BUNDLE.txt"
 expect_in "$work/bundle/BUNDLE.txt" "libtomlplusplus" "BUNDLE.txt (toml++ is carried)"
 expect_in "$work/bundle/BUNDLE.txt" "resolved on the GPU machine: " "BUNDLE.txt"
 expect_in "$work/bundle/BUNDLE.txt" "libcublas" "BUNDLE.txt (cuBLAS is left to the GPU machine)"
+# Boost's .debs for phase 3's CLI: carried when apt could download them, else the bundle says
+# that phase 3 will build no CLI.
+if [[ -d $work/bundle/debs ]]; then
+  compgen -G "$work/bundle/debs/libboost-program-options*.deb" >/dev/null || fail "debs/ has no Boost.Program_options"
+  expect_in "$work/bundle/BUNDLE.txt" "boost (debs/: " "BUNDLE.txt (Boost's .debs are carried)"
+else
+  expect_in "$work/bundle.out" "phase 3 will build no CLI" "--bundle without Boost's .debs"
+fi
 for lib in "$work"/bundle/lib/*; do
   case "$(basename "$lib")" in
     libcuda* | libcublas* | libcudnn* | libc.so* | libm.so*) fail "the bundle carries $(basename "$lib")" ;;
