@@ -27,6 +27,7 @@
 #include "gpu_support.hpp"
 #include "parity_suites.hpp"
 #include "parity_table.hpp"
+#include "special_cases.hpp"
 
 namespace capsule::gpu_test {
 
@@ -117,11 +118,38 @@ void run_libtorch_specials(Obligation obligation) {
       });
 }
 
+void run_libtorch_special_cases(Obligation obligation) {
+  if (skip_without_device()) return;
+  const libtorch_parity::Placement on_device{&upload, &download};
+  const bool vjps = obligation == Obligation::Vjp;
+  // The CPU suites' hand-made special-value cases of the other ops, on the plain handlers: the
+  // softmax family and smooth_max_pool (with non-finite g in the adjoints), the normalisations,
+  // clamp's signed-zero ties (forward only), and the reductions, products, convolutions, pools,
+  // losses and shape ops (g = 0.75, then the special-value classes in g). Their bounds hold for
+  // any summation order (Terms, Lane) or are exact where no arithmetic happens.
+  std::vector<libtorch_parity::SpecialCase> cases = libtorch_parity::softmax_special_cases(vjps);
+  const auto append = [&](std::vector<libtorch_parity::SpecialCase> more) {
+    for (libtorch_parity::SpecialCase& c : more) cases.push_back(std::move(c));
+  };
+  append(libtorch_parity::smooth_pool_special_cases(vjps));
+  append(libtorch_parity::norm_special_cases());
+  append(libtorch_parity::clamp_tie_special_cases());
+  for (const std::string& family : libtorch_parity::region_special_families()) {
+    append(libtorch_parity::region_special_cases(family));
+  }
+  for (const libtorch_parity::SpecialCase& c : cases) {
+    const HandlerSpec* twin = cuda_handler(c.op, Provider::Libtorch);
+    REQUIRE_MESSAGE(twin != nullptr, "this build registers no libtorch handler for " << to_string(c.op) << " on cuda");
+    libtorch_parity::check_special_case_plain(*twin, reference_handler(c.op), c, vjps, on_device);
+  }
+}
+
 }  // namespace capsule::gpu_test
 
 #if defined(CAPSULE_HAVE_LIBTORCH_CUDA)
 using capsule::Obligation;
 using capsule::Op;
+using capsule::gpu_test::run_libtorch_special_cases;
 using capsule::gpu_test::run_libtorch_specials;
 using capsule::gpu_test::run_libtorch_table;
 
@@ -172,6 +200,9 @@ TEST_SUITE("libtorch.cuda.values") {
     run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Value);
   }
   TEST_CASE("parity: libtorch pointwise special-value classes forward") { run_libtorch_specials(Obligation::Value); }
+  TEST_CASE("parity: libtorch special-value cases of the other ops forward") {
+    run_libtorch_special_cases(Obligation::Value);
+  }
 }
 
 TEST_SUITE("libtorch.cuda.vjps") {
@@ -219,5 +250,6 @@ TEST_SUITE("libtorch.cuda.vjps") {
     run_libtorch_table(Op::ScaledDotProductAttention, Obligation::Vjp);
   }
   TEST_CASE("parity: libtorch pointwise special-value classes vjp") { run_libtorch_specials(Obligation::Vjp); }
+  TEST_CASE("parity: libtorch special-value cases of the other ops vjp") { run_libtorch_special_cases(Obligation::Vjp); }
 }
 #endif

@@ -24,4 +24,9 @@ void run_libtorch_table(Op op, Obligation obligation);
 /// reference, the adjoints with finite and non-finite output gradients.
 void run_libtorch_specials(Obligation obligation);
 
+/// The body of the value or VJP case of the other ops' hand-made special-value cases
+/// (special_cases.hpp: softmax family, smooth_max_pool, norms, clamp's ties, reductions,
+/// products, convolutions, pools, losses, shape ops), the plain twins on the device.
+void run_libtorch_special_cases(Obligation obligation);
+
 }  // namespace capsule::gpu_test

@@ -36,6 +36,7 @@
 #include "capsule/handlers/libtorch.hpp"
 #include "capsule/text.hpp"
 #include "parity_table.hpp"
+#include "special_cases.hpp"
 #include "suite_coverage.hpp"
 #include "test_support.hpp"
 
@@ -211,71 +212,21 @@ std::map<Op, std::size_t> check_specials(Path path, bool backward, bool non_fini
   });
 }
 
+/// The special-value cases `cases` (special_cases.hpp) on `path`: the plain handler through the
+/// shared check, which the CUDA twins run too, or the autograd region with every input tracked.
+/// Defined below, after expect_path_matches.
+void run_special_cases(Path path, bool vjps, const std::vector<SpecialCase>& cases);
+
 /// Softmax lanes holding NaN, +inf and −inf (the table's softmax-family row), on `path`; the
 /// adjoint with g = 0.5 and (with `non_finite_g`) with a gradient holding NaN and ±inf.
 void check_softmax_specials(Path path, bool backward, bool non_finite_g = false) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor x = Tensor::from_values(Shape::make({4, 3}).value(), dtype,
-                                         std::vector<double>{1, nan, 2, -inf, 0, 1, inf, 1, 2, -inf, -inf, -inf})
-                         .value();
-    std::vector<Tensor> grads{Tensor::full(x.shape(), dtype, 0.5).value()};
-    if (non_finite_g) {
-      grads.push_back(Tensor::from_values(x.shape(), dtype,
-                                          std::vector<double>{0.5, 1, -2, nan, 1, 0.5, 1, inf, -1, 0.5, -inf, 2})
-                          .value());
-    }
-    for (const Op op : {Op::Softmax, Op::LogSoftmax}) {
-      CAPTURE(to_string(op));
-      const OpAttrs attrs = with_axis(-1);
-      const std::vector<Tensor> in{x};
-      const Tensor ref = oracle(op).forward(in, attrs).value();
-      const Tensor lib = run_libtorch(path, op, in, attrs, ref, nullptr).output;
-      CHECK(compare(lib, ref, {Bound::Lane, 4}, nullptr, 3).empty());
-      if (!backward) continue;
-      for (const Tensor& grad : grads) {
-        const auto rg = oracle(op).backward(in, ref, grad, attrs).value();
-        const auto lg = run_libtorch(path, op, in, attrs, ref, &grad).grads;
-        const std::string miss = compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 3);
-        CHECK_MESSAGE(miss.empty(), miss);
-      }
-    }
-  }
+  run_special_cases(path, backward, softmax_special_cases(non_finite_g));
 }
 
 /// smooth_max_pool windows (kernel 2, stride 2, padding 1) holding only −inf and padding, a NaN,
 /// a +inf, only −inf, and a finite value beside padding (the table's windows row), on `path`.
 void check_smooth_pool_specials(Path path, bool backward, bool non_finite_g = false) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
-  OpAttrs attrs;
-  attrs.kernel = {2};
-  attrs.stride = {2};
-  attrs.padding = {1};
-  attrs.temperature = 0.5;
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor x = Tensor::from_values(Shape::make({1, 1, 8}).value(), dtype,
-                                         std::vector<double>{-inf, nan, 1, inf, 2, -inf, -inf, 3})
-                         .value();
-    const std::vector<Tensor> in{x};
-    const Tensor ref = oracle(Op::SmoothMaxPool).forward(in, attrs).value();
-    const Tensor lib = run_libtorch(path, Op::SmoothMaxPool, in, attrs, ref, nullptr).output;
-    CHECK(compare(lib, ref, {Bound::Lane, 8}, nullptr, 2).empty());
-    if (!backward) continue;
-    std::vector<Tensor> grads{Tensor::full(ref.shape(), dtype, 0.5).value()};
-    if (non_finite_g) {
-      grads.push_back(Tensor::from_values(ref.shape(), dtype, std::vector<double>{nan, 0.5, inf, 1, -inf}).value());
-    }
-    for (const Tensor& grad : grads) {
-      const auto rg = oracle(Op::SmoothMaxPool).backward(in, ref, grad, attrs).value();
-      const auto lg = run_libtorch(path, Op::SmoothMaxPool, in, attrs, ref, &grad).grads;
-      const std::string miss = compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 2);
-      CHECK_MESSAGE(miss.empty(), miss);
-    }
-  }
+  run_special_cases(path, backward, smooth_pool_special_cases(non_finite_g));
 }
 
 const testing::SuiteCoverage kValueCoverage{"libtorch.values", Obligation::Value, Provider::Libtorch, Device::Cpu,
@@ -625,18 +576,13 @@ TEST_SUITE("libtorch.vjps") {
 // Special values, refused differences and payload errors of the ops added for coverage.
 TEST_SUITE("libtorch.values") {
   TEST_CASE("clamp keeps x on a signed-zero tie with a bound, as the reference") {
+    // Exact: the sign of zero counts, so clamp(−0.0, 0, 0) must stay −0.0.
+    run_special_cases(Path::Plain, false, clamp_tie_special_cases());
     OpAttrs zero;
     zero.lo = 0.0;
     zero.hi = 0.0;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (const DType dtype : {DType::F32, DType::F64}) {
-      const Tensor x = Tensor::from_values({5}, dtype, {-0.0, 0.0, nan, -1.0, 1.0}).value();
-      const std::vector<Tensor> in{x};
-      const Tensor ref = oracle(Op::Clamp).forward(in, zero).value();
-      const Tensor lib = libtorch_handler(Op::Clamp).forward(in, zero).value();
-      CHECK(compare(lib, ref, kExact, nullptr, 1).empty());
-      CHECK(std::signbit(lib.to_vector()[0]));
-    }
+    const Tensor x = Tensor::from_values({1}, DType::F32, {-0.0}).value();
+    CHECK(std::signbit(libtorch_handler(Op::Clamp).forward(std::vector<Tensor>{x}, zero).value().to_vector()[0]));
   }
   TEST_CASE("payload the reference rejects is rejected before ATen runs") {
     const Tensor x = Tensor::from_values({2}, DType::F32, {1, 2}).value();
@@ -666,23 +612,7 @@ TEST_SUITE("libtorch.values") {
     }
   }
   TEST_CASE("layer_norm and batch_norm groups holding NaN, infinities or one repeated value match the reference") {
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double inf = std::numeric_limits<double>::infinity();
-    for (const DType dtype : {DType::F32, DType::F64}) {
-      CAPTURE(to_string(dtype));
-      const Tensor x = Tensor::from_values({4, 3}, dtype, {1, nan, 2, inf, 0, 1, 3, 3, 3, -inf, 1, inf}).value();
-      for (const Op op : {Op::LayerNorm, Op::BatchNorm}) {
-        CAPTURE(to_string(op));
-        const std::vector<Tensor> in{x};
-        const Tensor ref = oracle(op).forward(in, {}).value();
-        const Tensor lib = libtorch_handler(op).forward(in, {}).value();
-        CHECK(compare(lib, ref, {Bound::Lane, 4}, nullptr, 12).empty());
-        const Tensor grad = Tensor::full(ref.shape(), dtype, 0.5).value();
-        const auto rg = oracle(op).backward(in, ref, grad, {}).value();
-        const auto lg = libtorch_handler(op).backward(in, ref, grad, {}).value();
-        CHECK(compare(lg[0], rg[0], {Bound::Lane, 8}, nullptr, 12).empty());
-      }
-    }
+    run_special_cases(Path::Plain, true, norm_special_cases());
   }
   TEST_CASE("a finite group whose variance overflows ATen's accumulation is refused, never normalised to zeros") {
     // float32 layer_norm accumulates in float32: 1e20² overflows. The reference scales the row
@@ -1118,18 +1048,29 @@ void expect_region_matches(bool vjps, Op op, const std::vector<Tensor>& inputs, 
 
 std::vector<bool> every_input(std::size_t n) { return std::vector<bool>(n, true); }
 
-Tensor tensor_of(const std::vector<std::int64_t>& dims, DType dtype, const std::vector<double>& values) {
-  return Tensor::from_values(Shape::make(dims).value(), dtype, values).value();
+void run_special_cases(Path path, bool vjps, const std::vector<SpecialCase>& cases) {
+  for (const SpecialCase& c : cases) {
+    if (path == Path::Plain) {
+      check_special_case_plain(libtorch_handler(c.op), oracle(c.op), c, vjps);
+      continue;
+    }
+    CAPTURE(c.label);
+    CAPTURE(to_string(path));
+    const Tensor ref = oracle(c.op).forward(c.inputs, c.attrs).value();
+    std::vector<bool> needs(c.inputs.size());
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) needs[i] = c.inputs[i].defined() && input_takes_gradient(c.op, i);
+    std::vector<Tensor> grads = special_case_gradients(c, ref.shape(), ref.dtype());
+    if (!vjps) grads.resize(1);  // the region's VJP still runs, as the engine runs it
+    for (const Tensor& grad : grads) {
+      expect_path_matches(path, vjps && !c.forward_only, c.op, c.inputs, c.attrs, grad, c.forward, c.backward, c.n,
+                          needs);
+    }
+  }
 }
 
-/// `dims` filled with the special-value classes in turn (−0.0, NaN, ±inf and finite values),
-/// starting at `offset`.
-Tensor specials_of(const std::vector<std::int64_t>& dims, DType dtype, std::size_t offset) {
-  const std::vector<double> classes{-0.0, 1, kNan, 2, kInf, -3, -kInf, 0.5, 0.0};
-  const Shape shape = Shape::make(dims).value();
-  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = classes[(i + offset) % classes.size()];
-  return Tensor::from_values(shape, dtype, values).value();
+/// The region families of special_cases.hpp on `path`.
+void check_region_specials(Path path, bool vjps, const std::string& family) {
+  run_special_cases(path, vjps, region_special_cases(family));
 }
 
 /// layer_norm and batch_norm regions on groups holding NaN, ±inf or one repeated value (rows of
@@ -1215,110 +1156,6 @@ void check_scaled_matmul_region_specials(bool vjps) {
 // autograd"), on either path: the output against the reference's forward, and the gradients (the
 // boundary's VJP, or the adjoint kernel) against the reference's adjoint with g = 0.75 and with
 // gradients holding NaN and ±inf.
-
-/// The output gradients of a special-value case: 0.75 everywhere, then (with the VJPs) the
-/// special-value classes in `shape`'s elements at two offsets, so that NaN, ±inf and −0.0 meet
-/// both finite and non-finite inputs.
-std::vector<Tensor> region_gradients(const Shape& shape, DType dtype, bool vjps) {
-  std::vector<Tensor> grads{Tensor::full(shape, dtype, 0.75).value()};
-  if (vjps) {
-    grads.push_back(specials_of(shape.to_vector(), dtype, 2));
-    grads.push_back(specials_of(shape.to_vector(), dtype, 4));
-  }
-  return grads;
-}
-
-/// expect_path_matches for every gradient of region_gradients, every input tracked.
-void expect_specials(Path path, bool vjps, Op op, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                     Tolerance fwd, Tolerance bwd, std::int64_t n) {
-  CAPTURE(to_string(op));
-  CAPTURE(to_string(path));
-  const Tensor ref = oracle(op).forward(inputs, attrs).value();
-  std::vector<bool> needs(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && input_takes_gradient(op, i);
-  for (const Tensor& grad : region_gradients(ref.shape(), ref.dtype(), vjps)) {
-    CAPTURE(to_string(grad.shape()));
-    expect_path_matches(path, vjps, op, inputs, attrs, grad, fwd, bwd, n, needs);
-  }
-}
-
-/// reduce_sum and reduce_mean on `path` over lanes holding NaN, inf beside −inf (NaN), one infinity,
-/// only −0.0, and finite values; over all axes, one axis and two kept axes.
-void check_reduction_specials(Path path, bool vjps) {
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor x = tensor_of({4, 3}, dtype, {1, kNan, 2, kInf, 1, -kInf, -0.0, -0.0, -0.0, 2.5, -kInf, 1});
-    OpAttrs rows;
-    rows.axes = {1};
-    OpAttrs columns_kept;
-    columns_kept.axes = {0};
-    columns_kept.keepdim = true;
-    for (const Op op : {Op::ReduceSum, Op::ReduceMean}) {
-      expect_specials(path, vjps, op, {x}, {}, {Bound::Terms, 2}, kExact, 12);
-      expect_specials(path, vjps, op, {x}, rows, {Bound::Terms, 2}, kExact, 3);
-      expect_specials(path, vjps, op, {x}, columns_kept, {Bound::Terms, 2}, kExact, 4);
-    }
-  }
-}
-
-/// matmul and linear on `path`, operands holding NaN, ±inf and −0.0 (IEEE through the dot
-/// products on both sides: 0·inf and inf − inf are NaN), bias included.
-void check_product_specials(Path path, bool vjps) {
-  const Tolerance products{Bound::Terms, 2};
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor a = tensor_of({3, 2}, dtype, {1, kNan, kInf, 2, -0.0, 0.5});
-    const Tensor b = tensor_of({2, 3}, dtype, {1, 0.0, -2, 3, 1, -0.0});
-    expect_specials(path, vjps, Op::Matmul, {a, b}, {}, products, products, 3);
-    const Tensor ba = tensor_of({2, 1, 3}, dtype, {-kInf, 1, 2, 0.5, -0.0, kNan});
-    const Tensor bb = tensor_of({2, 3, 2}, dtype, {1, 2, kInf, 0, -1, 0.5, 2, -0.0, 1, 1, 0.25, -3});
-    expect_specials(path, vjps, Op::Matmul, {ba, bb}, {}, products, products, 3);
-    const Tensor x = tensor_of({3, 2}, dtype, {1, -0.0, kInf, 2, kNan, 0.5});
-    const Tensor w = tensor_of({2, 2}, dtype, {0.5, -1, 0.0, 2});
-    const Tensor bias = tensor_of({2}, dtype, {-kInf, 0.25});
-    expect_specials(path, vjps, Op::Linear, {x, w, bias}, {}, products, products, 3);
-    expect_specials(path, vjps, Op::Linear, {x, w}, {}, products, products, 3);
-  }
-}
-
-/// conv and conv_transpose on `path` (2-d, and 1-d grouped and dilated) with NaN, ±inf and −0.0 in
-/// the input, the weights and the bias (every term is an IEEE product on both sides).
-void check_conv_specials(Path path, bool vjps) {
-  const Tolerance products{Bound::Terms, 2};
-  OpAttrs padded;
-  padded.padding = {1, 0};
-  OpAttrs strided;
-  strided.stride = {2, 1};
-  strided.padding = {1, 0};
-  strided.output_padding = {1, 0};
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor x = specials_of({1, 2, 3, 3}, dtype, 0);
-    const Tensor w = tensor_of({2, 2, 2, 2}, dtype, {1, -0.5, 0, 2, -1, 0.25, 1, -0.0, 0.5, 1, -2, 1, 0, 1, 0.5, -1});
-    const Tensor bias = tensor_of({2}, dtype, {0.5, -0.0});
-    // n: forward 2·2·2 = 8 terms; dw sums n·out spatial ≤ 4·3 = 12; dx sums o·kh·kw = 8.
-    expect_specials(path, vjps, Op::Conv, {x, w, bias}, padded, products, products, 12);
-    const Tensor finite_x =
-        tensor_of({1, 2, 3, 3}, dtype, {1, 2, -1, 0.5, 0, 3, -2, 1, 1, 0.25, -0.0, 2, 1, -1, 0, 3, 2, 1});
-    const Tensor special_w = specials_of({2, 2, 2, 2}, dtype, 1);
-    // Unpadded: a padded position meeting a non-finite weight is ATen's 0·w (pinned below).
-    expect_specials(path, vjps, Op::Conv, {finite_x, special_w}, {}, products, products, 8);
-    // conv_transpose's weight is [c, o/groups, kh, kw]; n: forward c·kh·kw = 8, dw sums over the
-    // input positions (9), dx over o·kh·kw = 8.
-    expect_specials(path, vjps, Op::ConvTranspose, {x, w, bias}, strided, products, products, 9);
-    expect_specials(path, vjps, Op::ConvTranspose, {finite_x, special_w}, {}, products, products, 9);
-    // 1-d, two groups, dilated (run as 2-d of height 1): n: forward (c/groups)·k = 4, dw sums the
-    // 5 (conv) or 6 (conv_transpose) positions, dx (o/groups)·k = 4.
-    OpAttrs grouped;
-    grouped.groups = 2;
-    grouped.dilation = {2};
-    const Tensor x1 = specials_of({1, 4, 6}, dtype, 3);
-    const Tensor w1 = tensor_of({2, 2, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
-    expect_specials(path, vjps, Op::Conv, {x1, w1}, grouped, products, products, 6);
-    const Tensor wt1 = tensor_of({4, 1, 2}, dtype, {1, -0.0, 0.5, -2, 0, 1, -1, 0.25});
-    expect_specials(path, vjps, Op::ConvTranspose, {x1, wt1}, grouped, products, products, 6);
-  }
-}
 
 /// `t` [n, c, h, w] with `ph` rows and `pw` columns of zeros added on each side (grow) or removed
 /// from each side (shrink).
@@ -1410,69 +1247,6 @@ void check_conv_padding_meets_non_finite_weight(Path path) {
   }
 }
 
-/// max_pool and avg_pool on `path`, windows holding NaN (one per window: see the pinned difference below),
-/// inf beside −inf, only −inf, a ±0 tie and finite values, 2-d and 1-d with padding.
-void check_pool_specials(Path path, bool vjps) {
-  OpAttrs pool2;
-  pool2.kernel = {2, 2};
-  OpAttrs pool1;
-  pool1.kernel = {3};
-  pool1.stride = {2};
-  pool1.padding = {1};
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    // Windows (2×2): {1, NaN, 2, 3}, {inf, −inf, 0.5, −1}, {−inf ×4}, {−0.0, 0.0, −0.0, 0.0}.
-    const Tensor x = tensor_of({1, 1, 4, 4}, dtype,
-                               {1, kNan, kInf, -kInf, 2, 3, 0.5, -1, -kInf, -kInf, -0.0, 0.0, -kInf, -kInf, -0.0, 0.0});
-    const Tensor x1 = tensor_of({1, 2, 6}, dtype, {-kInf, -kInf, kNan, 1, kInf, 2, -0.0, 0.0, -kInf, 4, -kInf, -kInf});
-    expect_specials(path, vjps, Op::MaxPool, {x}, pool2, kExact, kExact, 1);
-    expect_specials(path, vjps, Op::MaxPool, {x1}, pool1, kExact, kExact, 1);
-    expect_specials(path, vjps, Op::AvgPool, {x}, pool2, {Bound::Terms, 2}, {Bound::Terms, 2}, 4);
-    expect_specials(path, vjps, Op::AvgPool, {x1}, pool1, {Bound::Terms, 2}, {Bound::Terms, 2}, 3);
-  }
-}
-
-/// mse_loss and cross_entropy on `path`: a NaN, an infinity, inf − inf and a −inf logit under a
-/// zero target (0·(−inf) = NaN on both sides), the loss gradient finite and non-finite.
-void check_loss_specials(Path path, bool vjps) {
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    const Tensor x = tensor_of({2, 3}, dtype, {1, -0.0, 2.5, 0.5, -1, 3});
-    const Tensor finite_t = tensor_of({2, 3}, dtype, {0.5, 0.0, 2, 1, -1, -0.0});
-    for (const Tensor& t : {finite_t, tensor_of({2, 3}, dtype, {0.5, kNan, 2, 1, -1, 0}),
-                            tensor_of({2, 3}, dtype, {0.5, 1, kInf, 1, -1, 0}),
-                            tensor_of({2, 3}, dtype, {0.5, 1, kInf, 1, -kInf, 0})}) {
-      expect_specials(path, vjps, Op::MseLoss, {x, t}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
-      expect_specials(path, vjps, Op::MseLoss, {t, x}, {}, {Bound::Lane, 4}, {Bound::Lane, 4}, 6);
-    }
-    const Tensor target = tensor_of({2, 3}, dtype, {0.25, 0.75, 0, 0, 1, 0});
-    for (const Tensor& z : {tensor_of({2, 3}, dtype, {1, -kInf, 2, 0.5, -0.0, -kInf}),
-                            tensor_of({2, 3}, dtype, {1, kNan, 2, 0.5, -0.0, 1}),
-                            tensor_of({2, 3}, dtype, {kInf, 1, 2, 0.5, -0.0, 1})}) {
-      expect_specials(path, vjps, Op::CrossEntropy, {z, target}, {}, {Bound::Lane, 8}, {Bound::Lane, 8}, 6);
-    }
-    expect_specials(path, vjps, Op::CrossEntropy, {x, tensor_of({2, 3}, dtype, {kNan, 1, 0, -kInf, 1, 0})}, {},
-                           {Bound::Lane, 8}, {Bound::Lane, 8}, 6);
-  }
-}
-
-/// reshape, permute and broadcast on `path` move NaN, ±inf and −0.0 bit for bit; broadcast's
-/// gradient sums the broadcast copies (inf + −inf = NaN).
-void check_shape_specials(Path path, bool vjps) {
-  OpAttrs reshape;
-  reshape.shape = {3, -1};
-  OpAttrs permute;
-  permute.axes = {2, 0, 1};
-  OpAttrs bcast;
-  bcast.shape = {2, 3, 4};
-  for (const DType dtype : {DType::F32, DType::F64}) {
-    CAPTURE(to_string(dtype));
-    expect_specials(path, vjps, Op::Reshape, {specials_of({2, 3, 2}, dtype, 0)}, reshape, kExact, kExact, 1);
-    expect_specials(path, vjps, Op::Permute, {specials_of({2, 3, 4}, dtype, 1)}, permute, kExact, kExact, 1);
-    expect_specials(path, vjps, Op::Broadcast, {specials_of({3, 1}, dtype, 2)}, bcast, kExact, {Bound::Terms, 2}, 8);
-  }
-}
-
 }  // namespace
 
 TEST_SUITE("libtorch.autograd_values") {
@@ -1512,22 +1286,22 @@ TEST_SUITE("libtorch.autograd_values") {
     check_smooth_pool_specials(Path::Autograd, false);
   }
   TEST_CASE("reduction regions on lanes with NaN, inf beside -inf and -0.0 match the reference") {
-    check_reduction_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "reduction");
   }
   TEST_CASE("matmul and linear regions on operands with NaN, infinities and -0.0 match the reference") {
-    check_product_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "product");
   }
   TEST_CASE("conv and conv_transpose regions with NaN and infinities in inputs and weights match the reference") {
-    check_conv_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "conv");
   }
   TEST_CASE("max_pool and avg_pool regions on windows with NaN, infinities and signed-zero ties match the reference") {
-    check_pool_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "pool");
   }
   TEST_CASE("mse_loss and cross_entropy regions on NaN and infinite operands match the reference") {
-    check_loss_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "loss");
   }
   TEST_CASE("reshape, permute and broadcast regions move NaN, infinities and -0.0 bit for bit") {
-    check_shape_specials(Path::Autograd, false);
+    check_region_specials(Path::Autograd, false, "shape");
   }
 }
 
@@ -1574,25 +1348,25 @@ TEST_SUITE("libtorch.autograd_vjps") {
     check_smooth_pool_specials(Path::Autograd, true, /*non_finite_g=*/true);
   }
   TEST_CASE("reduction boundaries with NaN, infinities and -0.0 in x or g match the reference's adjoint") {
-    check_reduction_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "reduction");
   }
   TEST_CASE("matmul and linear boundaries with NaN, infinities and -0.0 in operands or g match the reference's "
             "adjoint") {
-    check_product_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "product");
   }
   TEST_CASE("conv and conv_transpose boundaries with NaN and infinities in inputs, weights or g match the reference's "
             "adjoint") {
-    check_conv_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "conv");
   }
   TEST_CASE("max_pool and avg_pool boundaries route NaN, infinities and ties as the reference") {
-    check_pool_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "pool");
   }
   TEST_CASE("mse_loss and cross_entropy boundaries with NaN and infinite operands or loss gradient match the "
             "reference's adjoint") {
-    check_loss_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "loss");
   }
   TEST_CASE("reshape, permute and broadcast boundaries route NaN, infinities and -0.0 as the reference") {
-    check_shape_specials(Path::Autograd, true);
+    check_region_specials(Path::Autograd, true, "shape");
   }
   TEST_CASE("gelu, silu, softplus and cross_entropy boundaries give the adjoint kernel's bits, infinite g included") {
     // Their regions record x·slope with the slope detached (linearised_root), so autograd's
@@ -1884,20 +1658,14 @@ TEST_SUITE("libtorch.autograd_vjps") {
 TEST_SUITE("libtorch.values") {
   TEST_CASE("reduction, matmul, linear, conv, pool, loss and shape forwards on NaN, infinities and -0.0 match the "
             "reference") {
-    for (const auto check : {check_reduction_specials, check_product_specials, check_conv_specials,
-                             check_pool_specials, check_loss_specials, check_shape_specials}) {
-      check(Path::Plain, false);
-    }
+    for (const std::string& family : region_special_families()) check_region_specials(Path::Plain, false, family);
   }
 }
 
 TEST_SUITE("libtorch.vjps") {
   TEST_CASE("reduction, matmul, linear, conv, pool, loss and shape adjoints on NaN, infinities and -0.0, with finite "
             "and non-finite g, match the reference") {
-    for (const auto check : {check_reduction_specials, check_product_specials, check_conv_specials,
-                             check_pool_specials, check_loss_specials, check_shape_specials}) {
-      check(Path::Plain, true);
-    }
+    for (const std::string& family : region_special_families()) check_region_specials(Path::Plain, true, family);
   }
 }
 
