@@ -44,13 +44,16 @@ else()
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     # Our targets' architectures (handlers/cuda/CMakeLists.txt sets them per target). LibTorch's
-    # CMake package, found first (cmake/libtorch.cmake), sets CMAKE_CUDA_ARCHITECTURES to OFF:
-    # nvcc then builds its default architecture only, and the first GPU run's fingerprint said
-    # "architectures OFF". Ours stay 90 there.
-    if(CMAKE_CUDA_ARCHITECTURES STREQUAL "OFF" OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
-      set(CAPSULE_CUDA_ARCHITECTURES 90)
-    else()
+    # CMake package, found first (cmake/libtorch.cmake), sets the normal variable
+    # CMAKE_CUDA_ARCHITECTURES to OFF: nvcc then builds its default architecture only, and the
+    # first GPU run's fingerprint said "architectures OFF". Ours stay what the cache (the user)
+    # says there, else 90.
+    if(CMAKE_CUDA_ARCHITECTURES)
       set(CAPSULE_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+    elseif(DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES} AND "$CACHE{CMAKE_CUDA_ARCHITECTURES}")
+      set(CAPSULE_CUDA_ARCHITECTURES "$CACHE{CMAKE_CUDA_ARCHITECTURES}")
+    else()
+      set(CAPSULE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)

@@ -214,7 +214,8 @@ std::map<Op, std::size_t> check_specials(Path path, bool backward, bool non_fini
 
 /// The special-value cases `cases` (special_cases.hpp) on `path`: the plain handler through the
 /// shared check, which the CUDA twins run too, or the autograd region with every input tracked.
-/// Defined below, after expect_path_matches.
+/// A region's VJP runs even for a values check (with the first gradient), as the engine runs
+/// it, so a VJP that fails also fails that check. Defined below, after expect_path_matches.
 void run_special_cases(Path path, bool vjps, const std::vector<SpecialCase>& cases);
 
 /// Softmax lanes holding NaN, +inf and −inf (the table's softmax-family row), on `path`; the
@@ -581,8 +582,10 @@ TEST_SUITE("libtorch.values") {
     OpAttrs zero;
     zero.lo = 0.0;
     zero.hi = 0.0;
-    const Tensor x = Tensor::from_values({1}, DType::F32, {-0.0}).value();
-    CHECK(std::signbit(libtorch_handler(Op::Clamp).forward(std::vector<Tensor>{x}, zero).value().to_vector()[0]));
+    for (const DType dtype : {DType::F32, DType::F64}) {
+      const Tensor x = Tensor::from_values({1}, dtype, {-0.0}).value();
+      CHECK(std::signbit(libtorch_handler(Op::Clamp).forward(std::vector<Tensor>{x}, zero).value().to_vector()[0]));
+    }
   }
   TEST_CASE("payload the reference rejects is rejected before ATen runs") {
     const Tensor x = Tensor::from_values({2}, DType::F32, {1, 2}).value();

@@ -155,8 +155,11 @@ RuntimeStatus run_norm(const StartedDevice& device, bool backward, DType dtype, 
     NormPlan shaped = plan;  // the call's channels, or the padded count of a channel-padded run
     shaped.x[1] = channels;
     shaped.stats[1] = channels;
+    // The call's channel count is in the key too: a padded 3 → 8 graph is the same graph as a
+    // real 8-channel one, but its plan's description (plan_report) says it was padded.
     std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::BatchNorm), backward ? 1 : 0,
-                                  static_cast<std::int64_t>(dtype), align, static_cast<std::int64_t>(layout)};
+                                  static_cast<std::int64_t>(dtype), align, static_cast<std::int64_t>(layout),
+                                  plan.x[1]};
     key.insert(key.end(), shaped.x.begin(), shaped.x.end());
     return cached_plan(kOp, device, key, dtype,
                        [&] { return build_norm_plan(device, backward, dtype, align, shaped, layout, plan.x[1]); });

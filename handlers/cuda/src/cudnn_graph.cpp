@@ -491,10 +491,6 @@ std::vector<Binding> operand_bindings(std::span<const Operand> operands, std::sp
   return bindings;
 }
 
-}  // namespace
-
-namespace {
-
 /// The launch of our padded transpose for `in`'s dtype (launch_transpose_padded).
 RuntimeStatus transpose_padded_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
                                     std::int64_t batch, std::int64_t rows, std::int64_t cols, std::int64_t in_stride,
@@ -521,7 +517,7 @@ RuntimeStatus copy_prefix(std::string_view op, const StartedDevice& device, cons
 
 /// Runs `plan_for`'s channel-padded NHWC plan, if cuDNN has one, on zero-padded copies of the
 /// activations and per-channel operands, and copies the written ones' real channels back. Returns
-/// the plan, usable or not (then nothing ran).
+/// the plan, usable or not (then no graph ran, though the padded copies had been made).
 RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevice& device, std::int64_t n,
                                           std::int64_t c, std::int64_t padded, std::span<const Operand> operands,
                                           const PlanForLayout& plan_for) {
@@ -532,7 +528,9 @@ RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevi
       const std::array<std::int64_t, 3> dims{n, o.plane, padded};
       CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
       // Written ones need no zeroing: the graph writes every lane of its outputs.
-      if (!o.written) CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
+      if (!o.written) {
+        CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
+      }
     } else if (o.per_channel) {
       if (o.tensor.numel() != c) {
         return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": a per-channel operand has ", o.tensor.numel(),
@@ -553,7 +551,8 @@ RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevi
     if (!copies[i].defined() || !operands[i].written) continue;
     Tensor out = operands[i].tensor;  // shares the caller's storage
     if (operands[i].plane > 0) {
-      CAPSULE_CHECK(transpose_padded_into(op, device, copies[i], out, n, operands[i].plane, c, padded, operands[i].plane));
+      const std::int64_t plane = operands[i].plane;
+      CAPSULE_CHECK(transpose_padded_into(op, device, copies[i], out, n, plane, c, padded, plane));
     } else {
       CAPSULE_CHECK(copy_prefix(op, device, copies[i], out, c));
     }
@@ -590,6 +589,8 @@ RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, s
     }
     return std::monostate{};
   }
+  // The unpadded copies go back to the pool (stream-ordered) before the padded ones are made.
+  copies.clear();
   std::string refusals = str("packed NCHW: ", nchw->refusal);
   std::int64_t tried = c;
   for (const std::int64_t multiple : pad_channels_to) {

@@ -117,7 +117,7 @@ RuntimeResult<PlanPtr> build_pool_plan(std::string_view op, const StartedDevice&
 /// `operands`, packed NCHW or else on channels-last copies (run_any_layout).
 RuntimeStatus run_pool(std::string_view op, const StartedDevice& device, PoolKind kind, bool backward, DType dtype,
                        const PoolPlan& plan, std::span<const Operand> operands) {
-  // Pools never pad channels (run_any_layout's last argument stays 0), so `channels` is the call's.
+  // Pools never pad channels (run_any_layout's last argument stays empty), so `channels` is the call's.
   auto plan_for = [&](MemoryLayout layout, std::int64_t align, std::int64_t /*channels*/) {
     std::vector<std::int64_t> key{static_cast<std::int64_t>(PlanFamily::Pool), static_cast<std::int64_t>(kind),
                                   backward ? 1 : 0, static_cast<std::int64_t>(dtype), align,

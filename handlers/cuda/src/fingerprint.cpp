@@ -87,7 +87,7 @@ EnvironmentFingerprint cuda_fingerprint() {
   // _engines_runtime_compiled, _heuristic, _ops, _cnn, _adv) on first use, from wherever the
   // loader finds them. A ledger run asks at its end, so these are the parts its suites used.
   const std::vector<std::string> parts = loaded_shared_objects("libcudnn_");
-  fingerprint.set("provider.cuda.cudnn.parts", parts.empty() ? std::string("none loaded") : join(parts, ", "));
+  fingerprint.set("provider.cuda.cudnn.parts", parts.empty() ? std::string("not loaded") : join(parts, ", "));
 
   int count = 0;
   if (driver != 0 && cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
