@@ -17,6 +17,7 @@
 #include "parity.hpp"
 #include "parity_suites.hpp"
 #include "parity_table.hpp"
+#include "transpose_index.hpp"
 
 namespace {
 
@@ -41,6 +42,19 @@ Tensor cpu_tensor() {
   auto t = Tensor::from_values({2, 2}, DType::F32, {1.0, 2.0, 3.0, 4.0});
   REQUIRE(t.has_value());
   return std::move(*t);
+}
+
+/// The padded transpose kernel's effect, on the host, through the kernel's own index function:
+/// out [batch, cols, out_stride] from in [batch, rows, in_stride].
+std::vector<double> host_transpose_padded(const std::vector<double>& in, std::int64_t batch, std::int64_t rows,
+                                          std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride) {
+  std::vector<double> out(static_cast<std::size_t>(batch * cols * out_stride));
+  for (std::int64_t o = 0; o < static_cast<std::int64_t>(out.size()); ++o) {
+    const std::int64_t source = cuda::padded_transpose_source(o, rows, cols, in_stride, out_stride);
+    REQUIRE(source < static_cast<std::int64_t>(in.size()));
+    out[static_cast<std::size_t>(o)] = source >= 0 ? in[static_cast<std::size_t>(source)] : 0.0;
+  }
+  return out;
 }
 
 }  // namespace
@@ -311,6 +325,36 @@ TEST_SUITE("cuda.device_free") {
           }
         }
       }
+    }
+  }
+
+  TEST_CASE("device-free: the padded transpose's index pads channels-last with zeros and unpads back exactly") {
+    // Batch norm's channel-padded layout (cudnn_graph.cpp, run_channel_padded): x [n, c, S] to
+    // [n, S, padded] and back; with no padding it is the plain NCHW <-> NHWC transpose.
+    struct Shape3 {
+      std::int64_t n, c, s, padded;
+    };
+    for (const Shape3 d : {Shape3{4, 3, 5, 8}, Shape3{2, 35, 7, 64}, Shape3{1, 1, 1, 8}, Shape3{3, 8, 2, 8},
+                           Shape3{3, 8, 2, 32}, Shape3{2, 3, 4, 3}}) {
+      CAPTURE(d.n);
+      CAPTURE(d.c);
+      CAPTURE(d.s);
+      CAPTURE(d.padded);
+      std::vector<double> x(static_cast<std::size_t>(d.n * d.c * d.s));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1.0 + static_cast<double>(i);  // no zeros
+      const std::vector<double> padded = host_transpose_padded(x, d.n, d.c, d.s, d.s, d.padded);
+      std::size_t mismatches = 0;
+      for (std::int64_t b = 0; b < d.n; ++b) {
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          for (std::int64_t ch = 0; ch < d.padded; ++ch) {
+            const double got = padded[static_cast<std::size_t>((b * d.s + s) * d.padded + ch)];
+            const double want = ch < d.c ? x[static_cast<std::size_t>((b * d.c + ch) * d.s + s)] : 0.0;
+            mismatches += got == want ? 0 : 1;
+          }
+        }
+      }
+      CHECK(mismatches == 0);
+      CHECK(host_transpose_padded(padded, d.n, d.s, d.c, d.padded, d.s) == x);
     }
   }
 

@@ -2,6 +2,7 @@
 // Grid-stride kernels: one launch covers any count that fits in int64, with a grid capped so the
 // launch configuration is always valid.
 #include "small_kernels.hpp"
+#include "transpose_index.hpp"
 
 namespace capsule::cuda {
 namespace {
@@ -79,16 +80,15 @@ __global__ void channel_sum_kernel(const T* in, T* out, std::int64_t n, std::int
 }
 
 // o indexes out [batch, cols, out_stride]: (b, j, i) reads in [batch, rows, in_stride] at (b, i, j)
-// for i < rows; the lanes rows <= i < out_stride are zero (a channel-padded copy).
+// for i < rows; the lanes rows <= i < out_stride are zero (a channel-padded copy). The index is
+// padded_transpose_source, which a device-free test runs on the host.
 template <class T>
 __global__ void transpose_padded_kernel(const T* in, T* out, std::int64_t total, std::int64_t rows, std::int64_t cols,
                                         std::int64_t in_stride, std::int64_t out_stride) {
   const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
-    const std::int64_t i = o % out_stride;
-    const std::int64_t j = (o / out_stride) % cols;
-    const std::int64_t b = o / (out_stride * cols);
-    out[o] = i < rows ? in[(b * rows + i) * in_stride + j] : T(0);
+    const std::int64_t source = padded_transpose_source(o, rows, cols, in_stride, out_stride);
+    out[o] = source >= 0 ? in[source] : T(0);
   }
 }
 
