@@ -127,17 +127,7 @@ void run_libtorch_special_cases(Obligation obligation) {
   // clamp's signed-zero ties (forward only), and the reductions, products, convolutions, pools,
   // losses and shape ops (g = 0.75, then the special-value classes in g). Their bounds hold for
   // any summation order (Terms, Lane) or are exact where no arithmetic happens.
-  std::vector<libtorch_parity::SpecialCase> cases = libtorch_parity::softmax_special_cases(vjps);
-  const auto append = [&](std::vector<libtorch_parity::SpecialCase> more) {
-    for (libtorch_parity::SpecialCase& c : more) cases.push_back(std::move(c));
-  };
-  append(libtorch_parity::smooth_pool_special_cases(vjps));
-  append(libtorch_parity::norm_special_cases());
-  append(libtorch_parity::clamp_tie_special_cases());
-  for (const std::string& family : libtorch_parity::region_special_families()) {
-    append(libtorch_parity::region_special_cases(family));
-  }
-  for (const libtorch_parity::SpecialCase& c : cases) {
+  for (const libtorch_parity::SpecialCase& c : libtorch_parity::every_special_case(/*non_finite_g=*/vjps)) {
     const HandlerSpec* twin = cuda_handler(c.op, Provider::Libtorch);
     REQUIRE_MESSAGE(twin != nullptr, "this build registers no libtorch handler for " << to_string(c.op) << " on cuda");
     libtorch_parity::check_special_case_plain(*twin, reference_handler(c.op), c, vjps, on_device);

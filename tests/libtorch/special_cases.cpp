@@ -278,6 +278,18 @@ std::vector<SpecialCase> region_special_cases(const std::string& family) {
   return out;
 }
 
+std::vector<SpecialCase> every_special_case(bool non_finite_g) {
+  std::vector<SpecialCase> cases = softmax_special_cases(non_finite_g);
+  const auto append = [&](std::vector<SpecialCase> more) {
+    for (SpecialCase& c : more) cases.push_back(std::move(c));
+  };
+  append(smooth_pool_special_cases(non_finite_g));
+  append(norm_special_cases());
+  append(clamp_tie_special_cases());
+  for (const std::string& family : region_special_families()) append(region_special_cases(family));
+  return cases;
+}
+
 void check_special_case_plain(const HandlerSpec& handler, const HandlerSpec& oracle, const SpecialCase& c, bool vjps,
                               const Placement& placement) {
   CAPTURE(c.label);

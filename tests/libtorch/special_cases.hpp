@@ -60,6 +60,9 @@ std::vector<SpecialCase> clamp_tie_special_cases();
 std::vector<SpecialCase> region_special_cases(const std::string& family);
 /// Every family of region_special_cases, in that order.
 const std::vector<std::string>& region_special_families();
+/// Every case above: softmax, smooth_max_pool (both with `non_finite_g`), norms, clamp's ties,
+/// then each region family.
+std::vector<SpecialCase> every_special_case(bool non_finite_g);
 
 /// The plain handler's check of one case: `handler` (placed) against `oracle` (on the host), the
 /// output within the case's forward bound and, with `vjps` (unless forward_only), every input

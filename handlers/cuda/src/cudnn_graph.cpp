@@ -445,26 +445,6 @@ RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, con
   return after_launch(op, device);
 }
 
-RuntimeStatus transpose_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
-                             std::int64_t batch, std::int64_t rows, std::int64_t cols) {
-  const cudaError_t launched =
-      in.dtype() == DType::F32
-          ? launch_transpose_batched(device_ptr<float>(in), mutable_device_ptr<float>(out), batch, rows, cols,
-                                     device.stream)
-          : launch_transpose_batched(device_ptr<double>(in), mutable_device_ptr<double>(out), batch, rows, cols,
-                                     device.stream);
-  CAPSULE_CHECK(check_cuda(op, "the layout transpose kernel", launched));
-  return after_launch(op, device);
-}
-
-RuntimeResult<Tensor> transposed_copy(std::string_view op, const StartedDevice& device, const Tensor& in,
-                                      std::int64_t batch, std::int64_t rows, std::int64_t cols) {
-  const std::array<std::int64_t, 3> dims{batch, cols, rows};
-  CAPSULE_TRY(Tensor out, new_device_tensor(op, dims, in.dtype()));
-  CAPSULE_CHECK(transpose_into(op, device, in, out, batch, rows, cols));
-  return out;
-}
-
 namespace {
 
 std::int64_t operands_alignment(std::span<const Operand> operands, std::span<const Tensor> copies) {
@@ -491,7 +471,8 @@ std::vector<Binding> operand_bindings(std::span<const Operand> operands, std::sp
   return bindings;
 }
 
-/// The launch of our padded transpose for `in`'s dtype (launch_transpose_padded).
+/// Our transpose kernel for `in`'s dtype (launch_transpose_padded): the NCHW <-> NHWC copies,
+/// channel-padded or not.
 RuntimeStatus transpose_padded_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
                                     std::int64_t batch, std::int64_t rows, std::int64_t cols, std::int64_t in_stride,
                                     std::int64_t out_stride) {
@@ -501,7 +482,7 @@ RuntimeStatus transpose_padded_into(std::string_view op, const StartedDevice& de
                                     in_stride, out_stride, device.stream)
           : launch_transpose_padded(device_ptr<double>(in), mutable_device_ptr<double>(out), batch, rows, cols,
                                     in_stride, out_stride, device.stream);
-  CAPSULE_CHECK(check_cuda(op, "the channel-padding transpose kernel", launched));
+  CAPSULE_CHECK(check_cuda(op, "the layout transpose kernel", launched));
   return after_launch(op, device);
 }
 
@@ -515,12 +496,14 @@ RuntimeStatus copy_prefix(std::string_view op, const StartedDevice& device, cons
                                     cudaMemcpyDeviceToDevice, device.stream));
 }
 
-/// Runs `plan_for`'s channel-padded NHWC plan, if cuDNN has one, on zero-padded copies of the
-/// activations and per-channel operands, and copies the written ones' real channels back. Returns
-/// the plan, usable or not (then no graph ran, though the padded copies had been made).
-RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevice& device, std::int64_t n,
-                                          std::int64_t c, std::int64_t padded, std::span<const Operand> operands,
-                                          const PlanForLayout& plan_for) {
+/// Runs `plan_for`'s channels-last plan for `padded` >= c channels, if cuDNN has one, on
+/// channels-last copies of the activations ([n, c, plane] -> [n, plane, padded], the added lanes
+/// zero) and, when padded > c, on zero-padded copies of the per-channel operands; then copies the
+/// written ones' real channels back. Returns the plan, usable or not (then no graph ran, though
+/// the copies had been made).
+RuntimeResult<PlanPtr> run_channels_last(std::string_view op, const StartedDevice& device, std::int64_t n,
+                                         std::int64_t c, std::int64_t padded, std::span<const Operand> operands,
+                                         const PlanForLayout& plan_for) {
   std::vector<Tensor> copies(operands.size());
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Operand& o = operands[i];
@@ -531,7 +514,7 @@ RuntimeResult<PlanPtr> run_channel_padded(std::string_view op, const StartedDevi
       if (!o.written) {
         CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
       }
-    } else if (o.per_channel) {
+    } else if (o.per_channel && padded > c) {
       if (o.tensor.numel() != c) {
         return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": a per-channel operand has ", o.tensor.numel(),
                                                              " elements; expected ", c));
@@ -567,37 +550,15 @@ RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, s
                              std::span<const std::int64_t> pad_channels_to) {
   CAPSULE_TRY(PlanPtr nchw, plan_for(MemoryLayout::Nchw, operands_alignment(operands, {}), c));
   if (nchw->usable()) return execute_plan(op, device, *nchw, operand_bindings(operands, {}));
-  // Channels-last copies of the activations: inputs transposed in, outputs allocated.
-  std::vector<Tensor> copies(operands.size());
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    const Operand& o = operands[i];
-    if (o.plane <= 0) continue;
-    if (o.written) {
-      const std::array<std::int64_t, 3> dims{n, o.plane, c};
-      CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
-    } else {
-      CAPSULE_TRY(copies[i], transposed_copy(op, device, o.tensor, n, c, o.plane));
-    }
-  }
-  CAPSULE_TRY(PlanPtr nhwc, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies), c));
-  if (nhwc->usable()) {
-    CAPSULE_CHECK(execute_plan(op, device, *nhwc, operand_bindings(operands, copies)));
-    for (std::size_t i = 0; i < operands.size(); ++i) {
-      if (!copies[i].defined() || !operands[i].written) continue;
-      Tensor out = operands[i].tensor;  // shares the caller's storage
-      CAPSULE_CHECK(transpose_into(op, device, copies[i], out, n, operands[i].plane, c));
-    }
-    return std::monostate{};
-  }
-  // The unpadded copies go back to the pool (stream-ordered) before the padded ones are made.
-  copies.clear();
+  CAPSULE_TRY(PlanPtr nhwc, run_channels_last(op, device, n, c, c, operands, plan_for));
+  if (nhwc->usable()) return std::monostate{};
   std::string refusals = str("packed NCHW: ", nchw->refusal);
   std::int64_t tried = c;
   for (const std::int64_t multiple : pad_channels_to) {
     const std::int64_t padded = multiple > 1 ? (c + multiple - 1) / multiple * multiple : c;
     if (padded <= tried) continue;  // the same graph as one refused already
     tried = padded;
-    CAPSULE_TRY(PlanPtr padded_plan, run_channel_padded(op, device, n, c, padded, operands, plan_for));
+    CAPSULE_TRY(PlanPtr padded_plan, run_channels_last(op, device, n, c, padded, operands, plan_for));
     if (padded_plan->usable()) return std::monostate{};
     refusals += str("; channels-last with ", c, " channels padded to ", padded, ": ", padded_plan->refusal);
   }

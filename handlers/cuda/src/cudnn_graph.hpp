@@ -105,14 +105,6 @@ RuntimeResult<Descriptor> make_tensor(std::string_view op, std::string_view what
                                       std::span<const std::int64_t> dims, DType dtype, std::int64_t alignment,
                                       bool by_value = false, MemoryLayout layout = MemoryLayout::Nchw);
 
-/// Copies a packed [batch, rows, cols] tensor to a fresh packed [batch, cols, rows] one on our
-/// stream: NCHW → NHWC with (n, c, h·w), and back with (n, h·w, c).
-RuntimeResult<Tensor> transposed_copy(std::string_view op, const StartedDevice& device, const Tensor& in,
-                                      std::int64_t batch, std::int64_t rows, std::int64_t cols);
-/// The same into an existing tensor `out` of in's element count.
-RuntimeStatus transpose_into(std::string_view op, const StartedDevice& device, const Tensor& in, Tensor& out,
-                             std::int64_t batch, std::int64_t rows, std::int64_t cols);
-
 /// A built execution plan and what was chosen for it.
 struct GraphPlan {
   std::vector<Descriptor> keep;  ///< every descriptor the plan was built from

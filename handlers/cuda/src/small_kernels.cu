@@ -160,14 +160,6 @@ cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, st
   return channel_sum(in, out, n, channels, spatial, stream);
 }
 
-cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
-                                     std::int64_t cols, cudaStream_t stream) {
-  return transpose_padded(in, out, batch, rows, cols, cols, rows, stream);
-}
-cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
-                                     std::int64_t cols, cudaStream_t stream) {
-  return transpose_padded(in, out, batch, rows, cols, cols, rows, stream);
-}
 cudaError_t launch_transpose_padded(const float* in, float* out, std::int64_t batch, std::int64_t rows,
                                     std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
                                     cudaStream_t stream) {

@@ -39,18 +39,12 @@ cudaError_t launch_channel_sum(const float* in, float* out, std::int64_t n, std:
 cudaError_t launch_channel_sum(const double* in, double* out, std::int64_t n, std::int64_t channels,
                                std::int64_t spatial, cudaStream_t stream);
 
-/// out[b, j, i] = in[b, i, j] for packed in [batch, rows, cols] and out [batch, cols, rows] (an
-/// NCHW ↔ NHWC copy for cuDNN graphs that run channels-last only).
-cudaError_t launch_transpose_batched(const float* in, float* out, std::int64_t batch, std::int64_t rows,
-                                     std::int64_t cols, cudaStream_t stream);
-cudaError_t launch_transpose_batched(const double* in, double* out, std::int64_t batch, std::int64_t rows,
-                                     std::int64_t cols, cudaStream_t stream);
-
-/// The same with row strides, for channel-padded copies: out [batch, cols, out_stride] gets
+/// The NCHW <-> NHWC copy for cuDNN graphs that run channels-last only, with row strides for
+/// channel-padded copies: out [batch, cols, out_stride] gets
 /// out[b, j, i] = in[b, i, j] for i < rows, j < cols, reading in [batch, rows, in_stride]
 /// (in_stride >= cols), and zero in the lanes rows <= i < out_stride (out_stride >= rows; else
 /// cudaErrorInvalidValue). Pad: (n, c, S) with strides (S, c_padded); unpad: (n, S, c) with
-/// strides (c_padded, S).
+/// strides (c_padded, S); the plain transpose has in_stride = cols and out_stride = rows.
 cudaError_t launch_transpose_padded(const float* in, float* out, std::int64_t batch, std::int64_t rows,
                                     std::int64_t cols, std::int64_t in_stride, std::int64_t out_stride,
                                     cudaStream_t stream);
