@@ -326,9 +326,8 @@ RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& devi
   return PlanPtr(std::move(refused));
 }
 
-Failure<RuntimeError> no_engine_error(std::string_view op, const GraphPlan& plan, std::string_view more) {
-  const std::string detail = more.empty() ? plan.refusal : str(plan.refusal, "; ", more);
-  if (plan.dtype == DType::F64) {
+Failure<RuntimeError> no_engine_error(std::string_view op, DType dtype, std::string_view detail) {
+  if (dtype == DType::F64) {
     return runtime_error(RuntimeCode::InvalidArgument,
                          str(op, ": cuDNN ", cudnnGetVersion(), " has no engine for this float64 graph (", detail,
                              "); this handler refuses float64 here, use float32"));
@@ -408,7 +407,7 @@ std::vector<std::string> plan_report() {
 
 RuntimeStatus execute_plan(std::string_view op, const StartedDevice& device, const GraphPlan& plan,
                            std::span<const Binding> bindings) {
-  if (!plan.usable()) return no_engine_error(op, plan);
+  if (!plan.usable()) return no_engine_error(op, plan.dtype, plan.refusal);
   CAPSULE_TRY(cudnnHandle_t handle, cudnn_handle(op, device));
   std::vector<std::int64_t> uids;
   std::vector<void*> pointers;
@@ -552,7 +551,8 @@ RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, s
   if (nchw->usable()) return execute_plan(op, device, *nchw, operand_bindings(operands, {}));
   CAPSULE_TRY(PlanPtr nhwc, run_channels_last(op, device, n, c, c, operands, plan_for));
   if (nhwc->usable()) return std::monostate{};
-  std::string refusals = str("packed NCHW: ", nchw->refusal);
+  // In the order tried, each named, so the error reads as the attempts were made.
+  std::string refusals = str("packed NCHW: ", nchw->refusal, "; channels-last: ", nhwc->refusal);
   std::int64_t tried = c;
   for (const std::int64_t multiple : pad_channels_to) {
     const std::int64_t padded = multiple > 1 ? (c + multiple - 1) / multiple * multiple : c;
@@ -562,7 +562,7 @@ RuntimeStatus run_any_layout(std::string_view op, const StartedDevice& device, s
     if (padded_plan->usable()) return std::monostate{};
     refusals += str("; channels-last with ", c, " channels padded to ", padded, ": ", padded_plan->refusal);
   }
-  return no_engine_error(op, *nhwc, refusals);
+  return no_engine_error(op, nhwc->dtype, refusals);
 }
 
 RuntimeStatus zero_on_stream(std::string_view op, const StartedDevice& device, Tensor& t) {

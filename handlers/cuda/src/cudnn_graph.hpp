@@ -131,9 +131,10 @@ using PlanPtr = std::shared_ptr<const GraphPlan>;
 RuntimeResult<PlanPtr> build_plan(std::string_view op, const StartedDevice& device, std::vector<Descriptor> operations,
                                   std::vector<Descriptor> parts, DType dtype, std::string_view graph_name);
 
-/// The error of an unusable plan (`more`: what else was tried): for float64 an InvalidArgument
-/// saying cuDNN has no float64 engine for the graph, for float32 a device error.
-Failure<RuntimeError> no_engine_error(std::string_view op, const GraphPlan& plan, std::string_view more = {});
+/// The error when no graph had a usable plan (`detail`: each refusal, in the order tried): for
+/// float64 an InvalidArgument saying cuDNN has no float64 engine for the graph, for float32 a
+/// device error.
+Failure<RuntimeError> no_engine_error(std::string_view op, DType dtype, std::string_view detail);
 
 /// Leading entries of plan keys, one per handler file, so keys of different ops never meet.
 enum class PlanFamily : std::int64_t { Conv = 1000, Pool = 2000, BatchNorm = 3000 };
