@@ -38,22 +38,20 @@ else()
   elseif(NOT CMAKE_CUDA_COMPILER)
     capsule_cuda_off("no nvcc found; install the CUDA Toolkit or set CMAKE_CUDA_COMPILER")
   else()
-    # The architectures before the language is enabled: 90 is sm_90 SASS plus compute_90 PTX
-    # (the PTX lets a newer GPU JIT it; the probe reports a driver too old for it).
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)
+    # The language's own architectures before it is enabled, where nothing set them: ours
+    # (CAPSULE_CUDA_ARCHITECTURES, CMakeLists.txt), so CMake's compiler checks build for them too.
+    # Our targets take CAPSULE_CUDA_ARCHITECTURES per target (handlers/cuda/CMakeLists.txt):
+    # LibTorch's CMake package, found first (cmake/libtorch.cmake), may set the normal variable
+    # CMAKE_CUDA_ARCHITECTURES to OFF (the first GPU run's fingerprint said "architectures OFF"),
+    # and CMake may have cached nvcc's default in it (the second said 75).
+    set(capsule_one_architecture "[0-9]+[a-z]?(-real|-virtual)?")
+    if(NOT CAPSULE_CUDA_ARCHITECTURES MATCHES
+       "^(all|all-major|native|${capsule_one_architecture}(;${capsule_one_architecture})*)$")
+      message(FATAL_ERROR "CAPSULE_CUDA_ARCHITECTURES is `${CAPSULE_CUDA_ARCHITECTURES}`; expected a CUDA "
+                          "architecture list such as 90, 80;90 or 90-real, or all, all-major or native")
     endif()
-    # Our targets' architectures (handlers/cuda/CMakeLists.txt sets them per target). LibTorch's
-    # CMake package, found first (cmake/libtorch.cmake), sets the normal variable
-    # CMAKE_CUDA_ARCHITECTURES to OFF: nvcc then builds its default architecture only, and the
-    # first GPU run's fingerprint said "architectures OFF". Ours stay what the cache (the user)
-    # says there, else 90.
-    if(CMAKE_CUDA_ARCHITECTURES)
-      set(CAPSULE_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
-    elseif(DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES} AND "$CACHE{CMAKE_CUDA_ARCHITECTURES}")
-      set(CAPSULE_CUDA_ARCHITECTURES "$CACHE{CMAKE_CUDA_ARCHITECTURES}")
-    else()
-      set(CAPSULE_CUDA_ARCHITECTURES 90)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "${CAPSULE_CUDA_ARCHITECTURES}")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)

@@ -140,12 +140,12 @@ std::string start(RuntimeState& s) {
   if (launch == cudaErrorUnsupportedPtxVersion) {
     return str("this build's PTX comes from CUDA ", cuda_version_text(CUDART_VERSION), ", newer than the driver (CUDA ",
                cuda_version_text(driver), ") can compile for device 0 (compute capability ", major, ".", minor,
-               "); update the driver, or build SASS for this architecture (CMAKE_CUDA_ARCHITECTURES, built for ",
+               "); update the driver, or build SASS for this architecture (CAPSULE_CUDA_ARCHITECTURES, built for ",
                CAPSULE_CUDA_ARCHITECTURES, ")");
   }
   if (launch == cudaErrorNoKernelImageForDevice || launch == cudaErrorInvalidKernelImage) {
     return str("this build has no kernel image for device 0 (compute capability ", major, ".", minor,
-               "; built for CMAKE_CUDA_ARCHITECTURES ", CAPSULE_CUDA_ARCHITECTURES, ")");
+               "; built for CAPSULE_CUDA_ARCHITECTURES ", CAPSULE_CUDA_ARCHITECTURES, ")");
   }
   if (launch != cudaSuccess) return str("the probe kernel failed to launch: ", describe(launch));
   int seen = 0;
