@@ -185,7 +185,8 @@ HandlerSpec cuda_spec(const HandlerSpec& cpu) {
 /// convolutions use TF32 unless told otherwise, so float32 conv would round its inputs to 10
 /// mantissa bits), cuDNN's deterministic algorithms (its atomics-based backward-filter engines
 /// are excluded), and no cuDNN benchmarking (which picks algorithms by timing them, so differently
-/// from run to run). Set when the CUDA handlers register; the fingerprint reads them back.
+/// from run to run). Set when the CUDA handlers register and again by the fingerprint, which reads
+/// them back.
 void set_exact_math_modes() {
   at::Context& context = at::globalContext();
   context.setAllowTF32CuBLAS(false);
@@ -240,6 +241,10 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
     // The cuDNN LibTorch was built against; the one loaded is `.libcudnn` above.
     add("provider.libtorch.cuda.cudnn_built_against",
         hooks.hasCuDNN() ? std::to_string(hooks.versionCuDNN()) : "none");
+    // The modes are this provider's and process-wide. The CLI takes its fingerprint before it
+    // registers any handler, so without this its `check` reported ATen's defaults (TF32 allowed
+    // in cuDNN), which no handler runs with. Reading them back confirms LibTorch kept them.
+    libtorch::set_exact_math_modes();
     const at::Context& context = at::globalContext();
     add("provider.libtorch.cuda.math",
         str("tf32 cublas ", context.allowTF32CuBLAS() ? "allowed" : "off", ", tf32 cudnn ",
