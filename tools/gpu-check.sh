@@ -64,6 +64,29 @@ die() {
   exit 1
 }
 
+# Seconds spent per folder of a Ninja build, from its .ninja_log (start and end in ms, then the
+# output's path): handlers/, tests/ and tools/ by their subfolder, everything else by top folder.
+summarize_build_times() {
+  local ninja_log=$1/.ninja_log
+  if [[ ! -f $ninja_log ]]; then
+    echo "no .ninja_log in $1 (not a Ninja build)"
+    return 0
+  fi
+  awk -F'\t' '!/^#/ && NF >= 4 {
+      seconds = ($2 - $1) / 1000
+      n = split($4, part, "/")
+      group = (n > 2 && (part[1] == "handlers" || part[1] == "tests" || part[1] == "tools")) ? part[1] "/" part[2] : part[1]
+      if (n == 1) group = "top-level"
+      sum[group] += seconds; steps[group]++; total += seconds; count++
+      if (first == "" || $1 < first) first = $1
+      if ($2 > last) last = $2
+    }
+    END {
+      for (group in sum) printf "  %-24s %4d steps %8.1f s\n", group, steps[group], sum[group]
+      printf "  %-24s %4d steps %8.1f s, %.1f s of wall time\n", "all", count, total, (last - first) / 1000
+    }' "$ninja_log" | sort -k4,4 -g -r
+}
+
 mode=run
 quick=0
 libtorch=run
@@ -308,7 +331,8 @@ if [[ $libtorch != skip ]]; then
     command -v ninja >/dev/null && generator=(-G Ninja)
     # torch's CMake package finds nvcc itself, before ours, and from PATH only: put the toolkit's
     # there. TORCH_CUDA_ARCH_LIST spares its arch detection (a test program run on the GPU); 9.0
-    # is the H200's, as CMAKE_CUDA_ARCHITECTURES=90 in the bundle's build.
+    # is the H200's, as CAPSULE_CUDA_ARCHITECTURES=90 in the bundle's build, and passed below
+    # too: CMake caches nvcc's default (75) in CMAKE_CUDA_ARCHITECTURES once torch enables CUDA.
     nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     [[ -x $nvcc ]] && export PATH="$(dirname "$nvcc"):$PATH"
     # The carried packages by folder: the bundle's multiarch path is searched only on Debian-like
@@ -343,7 +367,7 @@ if [[ $libtorch != skip ]]; then
       timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
         -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
         -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" -DCMAKE_CUDA_COMPILER="$nvcc" \
-        -DTORCH_CUDA_ARCH_LIST=9.0 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
+        -DTORCH_CUDA_ARCH_LIST=9.0 -DCAPSULE_CUDA_ARCHITECTURES=90 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
       if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
         echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
         lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
@@ -377,7 +401,7 @@ if [[ $libtorch != skip ]]; then
           check_status=$?
           echo "capsule did not build (exit $check_status); see phase-3-libtorch-cuda.log" >"$out/phase-3-check.log"
         fi
-        echo "check exit status: $check_status; $(grep -E '^ledger: [0-9]+ obligation' "$out/phase-3-check.log" | tail -1)"
+        echo "check exit status: $check_status (1 expected while native_cuda's capsules have no handlers); $(grep -E '^ledger: [0-9]+ obligation' "$out/phase-3-check.log" | tail -1)"
       fi
       # Full runs: LibTorch on CUDA through our session against ATen directly, into its own log.
       if [[ $lt_status == 0 && $quick == 0 ]]; then
@@ -392,6 +416,10 @@ if [[ $libtorch != skip ]]; then
         # A bench that failed to build or run (not one that only missed a target) fails the phase.
         [[ $lt_bench_status == 0 || $lt_bench_status == 3 ]] || lt_status=$lt_bench_status
       fi
+      # What this phase compiled, and for how long, by folder: the torch-free part (engine/,
+      # handlers/reference, handlers/cuda) is what carrying prebuilt libraries would save.
+      echo "== build times (from $lt_build/.ninja_log; seconds summed over steps)"
+      summarize_build_times "$lt_build"
     fi
   } >"$log" 2>&1
   case $lt_status in
