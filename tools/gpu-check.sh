@@ -64,26 +64,29 @@ die() {
   exit 1
 }
 
-# Seconds spent per folder of a Ninja build, from its .ninja_log (start and end in ms, then the
-# output's path): handlers/, tests/ and tools/ by their subfolder, everything else by top folder.
+# Seconds spent per target of a Ninja build, from its .ninja_log (start and end in ms, the
+# output's path, the command's hash): an object file counts for the target named by its
+# CMakeFiles/<target>.dir folder, any other step (a link with its post-build commands, a generated
+# file) under its first output's path. A step with several outputs is logged once per output, so
+# each step counts once.
 summarize_build_times() {
   local ninja_log=$1/.ninja_log
   if [[ ! -f $ninja_log ]]; then
     echo "no .ninja_log in $1 (not a Ninja build)"
     return 0
   fi
-  awk -F'\t' '!/^#/ && NF >= 4 {
+  awk -F'\t' -v build="$1/" '!/^#/ && NF >= 5 && !seen[$1 FS $2 FS $5]++ {
       seconds = ($2 - $1) / 1000
-      n = split($4, part, "/")
-      group = (n > 2 && (part[1] == "handlers" || part[1] == "tests" || part[1] == "tools")) ? part[1] "/" part[2] : part[1]
-      if (n == 1) group = "top-level"
+      path = index($4, build) == 1 ? substr($4, length(build) + 1) : $4
+      if (match(path, /CMakeFiles\/[^\/]+\.dir\//)) group = substr(path, RSTART + 11, RLENGTH - 16)
+      else group = path
       sum[group] += seconds; steps[group]++; total += seconds; count++
       if (first == "" || $1 < first) first = $1
       if ($2 > last) last = $2
     }
     END {
-      for (group in sum) printf "  %-24s %4d steps %8.1f s\n", group, steps[group], sum[group]
-      printf "  %-24s %4d steps %8.1f s, %.1f s of wall time\n", "all", count, total, (last - first) / 1000
+      for (group in sum) printf "  %-44s %4d steps %8.1f s\n", group, steps[group], sum[group]
+      printf "  %-44s %4d steps %8.1f s, %.1f s of wall time\n", "all", count, total, (last - first) / 1000
     }' "$ninja_log" | sort -k4,4 -g -r
 }
 
@@ -416,9 +419,9 @@ if [[ $libtorch != skip ]]; then
         # A bench that failed to build or run (not one that only missed a target) fails the phase.
         [[ $lt_bench_status == 0 || $lt_bench_status == 3 ]] || lt_status=$lt_bench_status
       fi
-      # What this phase compiled, and for how long, by folder: the torch-free part (engine/,
-      # handlers/reference, handlers/cuda) is what carrying prebuilt libraries would save.
-      echo "== build times (from $lt_build/.ninja_log; seconds summed over steps)"
+      # What this phase compiled, and for how long, by target: the torch-free ones (the engine,
+      # the reference and CUDA handlers, the CLI) are what carrying prebuilt libraries would save.
+      echo "== build times (from $lt_build/.ninja_log; seconds summed over steps, by target)"
       summarize_build_times "$lt_build"
     fi
   } >"$log" 2>&1
