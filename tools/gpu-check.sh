@@ -10,7 +10,8 @@
 #                (default gpu-bundle/, ignored by git; the device tool carries it), with what
 #                phase 3's build there needs: toml++ and doctest under prefix/, and Boost's
 #                Debian packages under debs/ (about 10 MB, downloaded with apt-get; unpacked there,
-#                for the CLI; CAPSULE_GPU_BUNDLE_BOOST=0 leaves them out).
+#                for the CLI; CAPSULE_GPU_BUNDLE_BOOST=0 leaves them out), and the torch-free
+#                libraries' object files under prebuilt/ (about 8 MB; cmake/gpu_prebuilt.cmake).
 #   GPU machine: tools/gpu-check.sh [--quick] [--out DIR] [--bundle-dir DIR]
 #                from the repository root. Resolves the CUDA libraries there (/usr/local/cuda and
 #                pip's nvidia/*/lib folders), then runs the phases below, writing each phase's
@@ -22,7 +23,9 @@
 #                  phase-3-libtorch-cuda.log  LibTorch on CUDA: configured and built there against
 #                                           its torch (CAPSULE_GPU_TESTS_ONLY, in
 #                                           $CAPSULE_GPU_TORCH_BUILD_DIR, default build-gpu-libtorch/),
-#                                           then the libtorch.cuda suites
+#                                           compiling only the torch-dependent targets when the
+#                                           tree is the one prebuilt/ came from, then the
+#                                           libtorch.cuda suites
 #                  gpu-ledger-libtorch-cuda.json  their ledger
 #                  phase-3-check.log        `capsule check --profile libtorch_cuda` of that build
 #                                           on that ledger, when the bundle carried Boost's .debs
@@ -62,6 +65,21 @@ EOF
 die() {
   echo "gpu-check: $*" >&2
   exit 1
+}
+
+# The torch-free libraries whose objects the bundle carries for phase 3's build, each with the
+# folder of the build tree that holds its CMakeFiles/<target>.dir (cmake/gpu_prebuilt.cmake
+# names the same targets).
+prebuilt_targets=(engine:capsule_engine engine:capsule_runtime handlers:capsule_handlers_reference
+                  handlers:capsule_checkers handlers/cuda:capsule_handlers_cuda examples:capsule_examples
+                  tests:capsule_libtorch_parity_tables)
+
+# One SHA-256 over the files the prebuilt objects are compiled from (their sources, headers and
+# CMake files), so phase 3 uses them only for the very tree they were compiled from.
+source_digest() {
+  (cd "$root" && find CMakeLists.txt cmake engine examples handlers/CMakeLists.txt handlers/reference \
+    handlers/checkers handlers/cuda tests/CMakeLists.txt tests/libtorch -type f -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 }
 
 # Seconds spent per target of a Ninja build, from its .ninja_log (start and end in ms, the
@@ -194,6 +212,35 @@ if [[ $mode == bundle ]]; then
   carried_packages=()
   carry_package tomlplusplus toml++ "$(cache_value tomlplusplus_DIR)"
   carry_package doctest doctest "$(cache_value doctest_DIR)"
+  # The torch-free libraries' objects, so that phase 3 compiles only the torch-dependent part
+  # (cmake/gpu_prebuilt.cmake): each target's under prebuilt/<target>/ as the build laid them out,
+  # stripped of debug info, with the manifest this build wrote (compiler, flags, CUDA
+  # architectures), the commit, and the digest of the sources they came from.
+  if [[ $build == 1 ]]; then
+    cmake --build "$build_dir" -j2 --target "${prebuilt_targets[@]#*:}"
+  fi
+  [[ -f $build_dir/gpu-prebuilt-manifest.txt ]] || die "no gpu-prebuilt-manifest.txt in $build_dir; configure it again"
+  prebuilt_count=0
+  for entry in "${prebuilt_targets[@]}"; do
+    target=${entry#*:}
+    objects=$build_dir/${entry%%:*}/CMakeFiles/$target.dir
+    [[ -d $objects ]] || die "no $objects: build $target in $build_dir first"
+    while IFS= read -r -d '' object; do
+      relative=${object#"$objects"/}
+      mkdir -p "$bundle/prebuilt/$target/$(dirname "$relative")"
+      if command -v objcopy >/dev/null; then
+        objcopy --strip-debug "$object" "$bundle/prebuilt/$target/$relative"
+      else
+        cp "$object" "$bundle/prebuilt/$target/$relative"
+      fi
+      prebuilt_count=$((prebuilt_count + 1))
+    done < <(find "$objects" -name '*.o' -print0)
+  done
+  {
+    cat "$build_dir/gpu-prebuilt-manifest.txt"
+    echo "commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+    echo "sources=$(source_digest)"
+  } >"$bundle/prebuilt/manifest.txt"
   # Boost.Program_options for phase 3's `capsule` (the CLI judges that build's own ledger there):
   # the Debian packages this build uses, as .deb files (the headers alone unpack to about 140 MB;
   # the .debs are about 10 MB). Phase 3 unpacks them into its build folder. Without them (apt
@@ -222,6 +269,7 @@ if [[ $mode == bundle ]]; then
     echo "carried: ${carried[*]:-none}"
     echo "resolved on the GPU machine: ${expected[*]:-none}"
     echo "packages for phase 3's build (prefix/): ${carried_packages[*]}"
+    echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}, sources $(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt")"
   } >"$bundle/BUNDLE.txt"
   cat "$bundle/BUNDLE.txt"
   echo "gpu-check: bundled into $bundle ($(du -sh "$bundle" | cut -f1)); carry it to the GPU machine and run tools/gpu-check.sh --quick --out \$OUT there"
@@ -311,9 +359,10 @@ if [[ $libtorch != only ]]; then
 fi
 
 # Phase 3: LibTorch on CUDA. Its handlers need this machine's torch, so they are compiled here:
-# the engine, the providers and capsule_gpu_tests from this checkout (CAPSULE_GPU_TESTS_ONLY,
-# toml++ and doctest from the bundle's prefix/), then the libtorch.cuda suites run with their own
-# ledger. The build folder stays out of $out (only results come back).
+# the LibTorch provider, capsule_gpu_tests and the CLI from this checkout (CAPSULE_GPU_TESTS_ONLY,
+# toml++ and doctest from the bundle's prefix/, the torch-free libraries archived from its
+# prebuilt/ objects), then the libtorch.cuda suites run with their own ledger. The build folder
+# stays out of $out (only results come back).
 lt_status=2  # not run
 if [[ $libtorch != skip ]]; then
   log=$out/phase-3-libtorch-cuda.log
@@ -340,6 +389,18 @@ if [[ $libtorch != skip ]]; then
     [[ -x $nvcc ]] && export PATH="$(dirname "$nvcc"):$PATH"
     # The carried packages by folder: the bundle's multiarch path is searched only on Debian-like
     # systems.
+    # The torch-free libraries from the bundle, when they were compiled from this very tree.
+    prebuilt_args=(-DCAPSULE_GPU_PREBUILT_DIR=)
+    prebuilt_want=$(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt" 2>/dev/null || true)
+    prebuilt_have=$(source_digest)
+    if [[ -n $prebuilt_want && $prebuilt_want == "$prebuilt_have" ]]; then
+      prebuilt_args=(-DCAPSULE_GPU_PREBUILT_DIR="$bundle/prebuilt")
+      echo "prebuilt: used: the torch-free libraries are the bundle's objects (sources $prebuilt_have)"
+    elif [[ -z $prebuilt_want ]]; then
+      echo "prebuilt: not used: the bundle carries none; the torch-free libraries compile here"
+    else
+      echo "prebuilt: not used: this tree's torch-free sources ($prebuilt_have) are not the bundle's ($prebuilt_want); they compile here"
+    fi
     package_args=()
     for package in "$bundle"/prefix/lib/cmake/doctest "$bundle"/prefix/lib/*/cmake/tomlplusplus; do
       [[ -d $package ]] && package_args+=(-D"$(basename "$package")_DIR=$package")
@@ -370,7 +431,7 @@ if [[ $libtorch != skip ]]; then
       timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake -S "$root" -B "$lt_build" "${generator[@]}" \
         -DCMAKE_BUILD_TYPE=Release -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_LIBTORCH=ON -DCAPSULE_CUDA=ON \
         -DCAPSULE_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$bundle/prefix" -DCMAKE_CUDA_COMPILER="$nvcc" \
-        -DTORCH_CUDA_ARCH_LIST=9.0 -DCAPSULE_CUDA_ARCHITECTURES=90 "${package_args[@]}" "${cudnn_args[@]}" || lt_status=$?
+        -DTORCH_CUDA_ARCH_LIST=9.0 -DCAPSULE_CUDA_ARCHITECTURES=90 "${package_args[@]}" "${cudnn_args[@]}" "${prebuilt_args[@]}" || lt_status=$?
       if [[ $lt_status == 0 ]] && ! grep -q "CAPSULE_HAVE_LIBTORCH_CUDA:INTERNAL=ON" "$lt_build/CMakeCache.txt"; then
         echo "configured, but the LibTorch provider has no CUDA handlers (see \"LibTorch provider on CUDA\" above)"
         lt_status=1  # torch is here: a build without its CUDA handlers is a failure of this check
@@ -426,7 +487,7 @@ if [[ $libtorch != skip ]]; then
     fi
   } >"$log" 2>&1
   case $lt_status in
-    0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1)$(grep -E '^(check|bench) exit status' "$log" | sed 's/^/; /' | tr -d '\n' || true)" ;;
+    0) note "phase 3 libtorch-cuda: passed; $(grep -E '^ledger: wrote' "$log" | tail -1); $(grep -E '^prebuilt: ' "$log" | cut -d: -f1-2 | tail -1)$(grep -E '^(check|bench) exit status' "$log" | sed 's/^/; /' | tr -d '\n' || true)" ;;
     2) note "phase 3 libtorch-cuda: not run ($(tail -1 "$log"))" ;;
     *) note "phase 3 libtorch-cuda: FAILED (exit $lt_status; see phase-3-libtorch-cuda.log)" ;;
   esac

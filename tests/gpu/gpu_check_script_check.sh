@@ -74,6 +74,33 @@ for lib in "$work"/bundle/lib/*; do
   esac
 done
 
+# The torch-free libraries' objects for phase 3 (cmake/gpu_prebuilt.cmake), with their manifest.
+for key in compiler flags cuda_architectures commit; do
+  grep -q "^$key=." "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no $key= line"
+done
+grep -qE '^sources=[0-9a-f]{64}$' "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no sources digest"
+for target in capsule_engine capsule_runtime capsule_handlers_reference capsule_checkers capsule_handlers_cuda \
+  capsule_examples capsule_libtorch_parity_tables; do
+  [[ -n $(find "$work/bundle/prebuilt/$target" -name '*.o' 2>/dev/null) ]] || fail "prebuilt/ has no objects of $target"
+done
+# The GPU machine's configure refuses objects that are not this tree's (one missing) or were
+# built for other CUDA architectures, naming the cause.
+prebuilt_configure() {  # what ... (cmake arguments)
+  local what=$1 status=0
+  shift
+  cmake -S "$source_dir" -B "$work/prebuilt-build" -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_CUDA=ON \
+    -DCAPSULE_LIBTORCH=OFF -DBUILD_TESTING=OFF "$@" >"$work/prebuilt-configure.out" 2>&1 || status=$?
+  rm -rf "$work/prebuilt-build"
+  expect_status 1 "$status" "$what"
+}
+cp -R "$work/bundle/prebuilt" "$work/prebuilt-short"
+rm "$(find "$work/prebuilt-short/capsule_examples" -name '*.o' | head -1)"
+prebuilt_configure "a prebuilt folder missing an object" -DCAPSULE_GPU_PREBUILT_DIR="$work/prebuilt-short"
+expect_in "$work/prebuilt-configure.out" "objects of capsule_examples, which has" "a prebuilt folder missing an object"
+prebuilt_configure "prebuilt objects of other CUDA architectures" -DCAPSULE_GPU_PREBUILT_DIR="$work/bundle/prebuilt" \
+  -DCAPSULE_CUDA_ARCHITECTURES=80
+expect_in "$work/prebuilt-configure.out" "the prebuilt objects' CUDA architectures are" "prebuilt objects of other CUDA architectures"
+
 # A folder that is not a bundle is never overwritten.
 mkdir -p "$work/precious"
 echo keep >"$work/precious/file"

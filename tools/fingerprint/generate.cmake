@@ -2,7 +2,10 @@
 # capsule_build_info_generate target at every build; OUTPUT is replaced only when its content
 # changes. Inputs (-D): SOURCE_DIR, GIT, OUTPUT, VERSION, BUILD_TYPE, COMPILER, FLAGS,
 # REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built;
-# CUDA_LIBRARY and CUDA_VERSION when the CUDA providers (cuBLAS, cuDNN) are.
+# CUDA_LIBRARY and CUDA_VERSION when the CUDA providers (cuBLAS, cuDNN) are; PREBUILT in the GPU
+# machine's build when it archived carried objects (cmake/gpu_prebuilt.cmake), naming them and
+# their compiler and commit; PREBUILT_MANIFEST and CUDA_ARCHITECTURES in a build whose objects
+# tools/gpu-check.sh --bundle may carry, where this writes their manifest.
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
@@ -61,6 +64,15 @@ set(entries
   "provider.reference.library" "${reference_file}"
   "provider.reference.sha256" "${reference_sha256}"
   "provider.reference.version" "capsule ${VERSION}")
+if(PREBUILT)
+  list(APPEND entries "build.prebuilt" "${PREBUILT}")
+endif()
+if(PREBUILT_MANIFEST)
+  set(manifest "compiler=${COMPILER}\nflags=${flags}\ncuda_architectures=${CUDA_ARCHITECTURES}\n")
+  file(WRITE "${PREBUILT_MANIFEST}.new" "${manifest}")
+  file(COPY_FILE "${PREBUILT_MANIFEST}.new" "${PREBUILT_MANIFEST}" ONLY_IF_DIFFERENT)
+  file(REMOVE "${PREBUILT_MANIFEST}.new")
+endif()
 if(LIBTORCH_LIBRARY)
   file(SHA256 "${LIBTORCH_LIBRARY}" libtorch_sha256)
   get_filename_component(libtorch_file "${LIBTORCH_LIBRARY}" NAME)
