@@ -55,6 +55,12 @@ void b_magnitudes(const Product<T, TA>& p, std::vector<double>& b_abs) {
   }
 }
 
+/// max(current, candidate), a NaN candidate ignored: std::fmax's result whenever `current` is not
+/// NaN, as in every use below (each starts from a number and keeps only numbers). GCC compiles
+/// std::fmax to a call into libm (x86's maxsd is not IEEE's fmax on NaN), and the loops below made
+/// about a thousand such calls per 256³ check.
+inline double max_ignoring_nan(double current, double candidate) { return candidate > current ? candidate : current; }
+
 template <class T, class TA>
 void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance, CheckerRng& rng,
                WorstResidual& worst) {
@@ -130,7 +136,7 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       for (std::int64_t rho = 0; rho < R && within; ++rho) {
         const double res = residual(i, rho);
         within = res <= low;
-        largest = std::fmax(largest, res);
+        largest = max_ignoring_nan(largest, res);
       }
       // The rounds share the row's index and bound: only the largest residual can be the worst.
       if (within) worst.observe(largest, low, p.out_offset + i * n, what);
@@ -142,7 +148,7 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       // First stage, free: |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's
       // computed |A|·(|B|·1)), so half the largest is at most t̂_i.
       double top = 0.0;
-      for (std::int64_t rho = 0; rho < R; ++rho) top = std::fmax(top, std::fabs(a_dots[ix(i * R + rho)]));
+      for (std::int64_t rho = 0; rho < R; ++rho) top = max_ignoring_nan(top, std::fabs(a_dots[ix(i * R + rho)]));
       if (screened(i, top)) continue;
       // Second stage, one read of A's row: Σ_p |A_ip|·max_ρ |s_ρ,p| <= F·t̂_i too, and no sign
       // cancels in it, so a correct row whose A·s happened to cancel passes here without B
@@ -150,10 +156,10 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       if (!have_s_top) {
         have_s_top = true;
         s_top.assign(ix(k), 0.0);
-        // fmax drops a NaN of s, which is safe only because that NaN makes round ρ's dot, and so
+        // max_ignoring_nan drops a NaN of s, which is safe only because that NaN makes round ρ's dot, and so
         // the residual, NaN for every row (0·NaN is NaN): such a row misses both stages.
         for (std::int64_t rho = 0; rho < R; ++rho) {
-          for (std::int64_t q = 0; q < k; ++q) s_top[ix(q)] = std::fmax(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
+          for (std::int64_t q = 0; q < k; ++q) s_top[ix(q)] = max_ignoring_nan(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
         }
       }
       double weighted = 0.0;
@@ -244,7 +250,7 @@ void softmax_with_error(const T* a, std::int64_t m, std::int64_t k, std::vector<
     double* srow = s.data() + i * k;
     double* rrow = rel.data() + i * k;
     double top = -std::numeric_limits<double>::infinity();
-    for (std::int64_t q = 0; q < k; ++q) top = std::fmax(top, static_cast<double>(row[q]));
+    for (std::int64_t q = 0; q < k; ++q) top = max_ignoring_nan(top, static_cast<double>(row[q]));
     double sum = 0.0;
     for (std::int64_t q = 0; q < k; ++q) {
       srow[q] = std::exp(static_cast<double>(row[q]) - top);
