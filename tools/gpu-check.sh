@@ -74,6 +74,11 @@ prebuilt_targets=(engine:capsule_engine engine:capsule_runtime handlers:capsule_
                   handlers:capsule_checkers handlers/cuda:capsule_handlers_cuda examples:capsule_examples
                   tests:capsule_libtorch_parity_tables)
 
+# HEAD of this checkout, "-dirty" when git lists a change, "unknown" outside git.
+tree_commit() {
+  echo "$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+}
+
 # One SHA-256 over the files the prebuilt objects are compiled from (their sources, headers and
 # CMake files), so phase 3 uses them only for the very tree they were compiled from.
 source_digest() {
@@ -238,7 +243,7 @@ if [[ $mode == bundle ]]; then
   done
   {
     cat "$build_dir/gpu-prebuilt-manifest.txt"
-    echo "commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+    echo "commit=$(tree_commit)"
     echo "sources=$(source_digest)"
   } >"$bundle/prebuilt/manifest.txt"
   # Boost.Program_options for phase 3's `capsule` (the CLI judges that build's own ledger there):
@@ -263,13 +268,14 @@ if [[ $mode == bundle ]]; then
   fi
   {
     echo "capsule GPU bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+    echo "commit: $(tree_commit)"
     echo "build: $build_dir"
     echo "capsule_gpu_tests sha256 (unstripped): $(sha256sum "$binary" | cut -d' ' -f1)"
     echo "carried: ${carried[*]:-none}"
     echo "resolved on the GPU machine: ${expected[*]:-none}"
     echo "packages for phase 3's build (prefix/): ${carried_packages[*]}"
-    echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}, sources $(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt")"
+    echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}," \
+      "sources $(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt")"
   } >"$bundle/BUNDLE.txt"
   cat "$bundle/BUNDLE.txt"
   echo "gpu-check: bundled into $bundle ($(du -sh "$bundle" | cut -f1)); carry it to the GPU machine and run tools/gpu-check.sh --quick --out \$OUT there"

@@ -156,10 +156,12 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       if (!have_s_top) {
         have_s_top = true;
         s_top.assign(ix(k), 0.0);
-        // max_ignoring_nan drops a NaN of s, which is safe only because that NaN makes round ρ's dot, and so
-        // the residual, NaN for every row (0·NaN is NaN): such a row misses both stages.
+        // max_ignoring_nan drops a NaN of s, which is safe only because that NaN makes round ρ's
+        // dot, and so the residual, NaN for every row (0·NaN is NaN): such a row misses both stages.
         for (std::int64_t rho = 0; rho < R; ++rho) {
-          for (std::int64_t q = 0; q < k; ++q) s_top[ix(q)] = max_ignoring_nan(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
+          for (std::int64_t q = 0; q < k; ++q) {
+            s_top[ix(q)] = max_ignoring_nan(s_top[ix(q)], std::fabs(s[ix(rho * k + q)]));
+          }
         }
       }
       double weighted = 0.0;
