@@ -241,9 +241,13 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
     // The cuDNN LibTorch was built against; the one loaded is `.libcudnn` above.
     add("provider.libtorch.cuda.cudnn_built_against",
         hooks.hasCuDNN() ? std::to_string(hooks.versionCuDNN()) : "none");
-    // The modes are this provider's and process-wide. The CLI takes its fingerprint before it
-    // registers any handler, so without this its `check` reported ATen's defaults (TF32 allowed
-    // in cuDNN), which no handler runs with. Reading them back confirms LibTorch kept them.
+  } catch (const std::exception& e) {
+    add("provider.libtorch.cuda.available", str("unknown: ", std::string_view(e.what()).substr(0, 200)));
+  }
+  // The modes are this provider's and process-wide. The CLI takes its fingerprint before it
+  // registers any handler, so without setting them here its `check` reported ATen's defaults
+  // (TF32 allowed in cuDNN), which no handler runs with. What is read back is what ATen holds now.
+  try {
     libtorch::set_exact_math_modes();
     const at::Context& context = at::globalContext();
     add("provider.libtorch.cuda.math",
@@ -252,7 +256,7 @@ EnvironmentFingerprint libtorch_cuda_fingerprint() {
             context.deterministicCuDNN() ? "deterministic" : "nondeterministic allowed", ", benchmark ",
             context.benchmarkCuDNN() ? "on" : "off"));
   } catch (const std::exception& e) {
-    add("provider.libtorch.cuda.available", str("unknown: ", std::string_view(e.what()).substr(0, 200)));
+    add("provider.libtorch.cuda.math", str("not set: ", std::string_view(e.what()).substr(0, 200)));
   }
   return fingerprint;
 }
