@@ -5,8 +5,11 @@
 # CAPSULE_GPU_TESTS_ONLY with CAPSULE_GPU_PREBUILT_DIR naming them: each of those targets is then
 # archived from the carried objects instead of compiled again, so only the torch-dependent part
 # compiles there (issue 13). Each target keeps its own definition, usage requirements included;
-# only its sources change. manifest.txt beside the objects says which compiler, flags and
-# architectures made them; the fingerprint records it (build.prebuilt, docs/fingerprint.md).
+# only its sources change. manifest.txt beside the objects says which compiler, flags, build
+# type, nvcc and architectures made them, and from which sources (cmake/gpu_source_digest.cmake);
+# configure stops unless those are this tree's, and the fingerprint records the rest
+# (build.prebuilt, docs/fingerprint.md).
+include("${CMAKE_CURRENT_LIST_DIR}/gpu_source_digest.cmake")
 set(CAPSULE_GPU_PREBUILT_DIR "" CACHE PATH
     "Object files of the torch-free libraries, compiled elsewhere (tools/gpu-check.sh phase 3 only)")
 set(CAPSULE_GPU_PREBUILT_TARGETS capsule_engine capsule_runtime capsule_handlers_reference capsule_checkers
@@ -22,7 +25,7 @@ if(CAPSULE_GPU_PREBUILT_DIR)
     message(FATAL_ERROR "CAPSULE_GPU_PREBUILT_DIR: no manifest.txt in `${CAPSULE_GPU_PREBUILT_DIR}`")
   endif()
   file(STRINGS "${capsule_prebuilt_manifest}" capsule_prebuilt_lines)
-  foreach(key compiler flags commit cuda_architectures)
+  foreach(key compiler flags build_type cuda cuda_architectures commit sources)
     set(capsule_prebuilt_${key} "")
     foreach(line IN LISTS capsule_prebuilt_lines)
       if(line MATCHES "^${key}=(.*)$")
@@ -33,6 +36,18 @@ if(CAPSULE_GPU_PREBUILT_DIR)
       message(FATAL_ERROR "${capsule_prebuilt_manifest} has no `${key}=` line")
     endif()
   endforeach()
+  # Objects of another tree would not be the code this build's sources say. Every file the digest
+  # covers also reruns this configure when it changes, so an edit made after this configure
+  # cannot slip past it either.
+  capsule_gpu_source_digest("${PROJECT_SOURCE_DIR}" capsule_tree_sources)
+  if(NOT capsule_tree_sources STREQUAL capsule_prebuilt_sources)
+    message(FATAL_ERROR "the prebuilt objects in `${CAPSULE_GPU_PREBUILT_DIR}` were compiled from sources "
+                        "${capsule_prebuilt_sources}, and this tree's are ${capsule_tree_sources}; make the bundle again, "
+                        "or configure with -DCAPSULE_GPU_PREBUILT_DIR= to compile everything here")
+  endif()
+  capsule_gpu_source_files("${PROJECT_SOURCE_DIR}" capsule_tree_files)
+  list(TRANSFORM capsule_tree_files PREPEND "${PROJECT_SOURCE_DIR}/")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${capsule_tree_files})
   # Kernels built for other architectures than this build's would not be what it reports.
   # The manifest writes a list such as 80;90 as 80,90 (tools/fingerprint/CMakeLists.txt).
   string(REPLACE ";" "," capsule_cuda_architectures_text "${CAPSULE_CUDA_ARCHITECTURES}")
@@ -41,7 +56,8 @@ if(CAPSULE_GPU_PREBUILT_DIR)
                         "this build's CAPSULE_CUDA_ARCHITECTURES is `${capsule_cuda_architectures_text}`")
   endif()
   string(REPLACE ";" " " capsule_prebuilt_names "${CAPSULE_GPU_PREBUILT_TARGETS}")
-  set(CAPSULE_GPU_PREBUILT "${capsule_prebuilt_names}: compiled by ${capsule_prebuilt_compiler} from commit "
+  set(CAPSULE_GPU_PREBUILT "${capsule_prebuilt_names}: compiled by ${capsule_prebuilt_compiler} and nvcc "
+                           "${capsule_prebuilt_cuda}, build type ${capsule_prebuilt_build_type}, from commit "
                            "${capsule_prebuilt_commit}")
   string(REPLACE ";" "" CAPSULE_GPU_PREBUILT "${CAPSULE_GPU_PREBUILT}")
   set(CAPSULE_GPU_PREBUILT_FLAGS "${capsule_prebuilt_flags}")
@@ -49,21 +65,30 @@ if(CAPSULE_GPU_PREBUILT_DIR)
 endif()
 
 # add_library(NAME STATIC SOURCES...), or, for a prebuilt target, the same library archived from
-# its carried objects: one per source, else the bundle is not this tree's and configure stops.
+# its carried objects: each compiled source's object where the build laid it out
+# (<target>/<source>.o), else configure stops. Objects of sources the tree no longer has are left
+# out.
 function(capsule_add_static_library name)
   if(NOT CAPSULE_GPU_PREBUILT_DIR OR NOT name IN_LIST CAPSULE_GPU_PREBUILT_TARGETS)
     add_library(${name} STATIC ${ARGN})
     return()
   endif()
-  file(GLOB_RECURSE objects LIST_DIRECTORIES false "${CAPSULE_GPU_PREBUILT_DIR}/${name}/*.o")
-  set(sources ${ARGN})
-  list(FILTER sources INCLUDE REGEX "\\.(cpp|cu)$")
-  list(LENGTH objects object_count)
-  list(LENGTH sources source_count)
-  if(NOT object_count EQUAL source_count)
-    message(FATAL_ERROR "CAPSULE_GPU_PREBUILT_DIR holds ${object_count} objects of ${name}, which has "
-                        "${source_count} sources: the bundle was not made from this tree; make it again")
-  endif()
+  set(objects "")
+  foreach(source IN LISTS ARGN)
+    if(source MATCHES "\\.(h|hpp|inc|cuh)$")
+      continue()
+    endif()
+    if(IS_ABSOLUTE "${source}")
+      message(FATAL_ERROR "capsule_add_static_library(${name}): `${source}` is absolute; prebuilt objects are "
+                          "found by each source's path from ${CMAKE_CURRENT_SOURCE_DIR}")
+    endif()
+    set(object "${CAPSULE_GPU_PREBUILT_DIR}/${name}/${source}.o")
+    if(NOT EXISTS "${object}")
+      message(FATAL_ERROR "CAPSULE_GPU_PREBUILT_DIR has no object of ${name}'s `${source}` (`${object}`); make the "
+                          "bundle again")
+    endif()
+    list(APPEND objects "${object}")
+  endforeach()
   add_library(${name} STATIC ${objects})
   # Only objects: CMake cannot tell the archive's language from them.
   set_target_properties(${name} PROPERTIES LINKER_LANGUAGE CXX)

@@ -74,21 +74,23 @@ prebuilt_targets=(engine:capsule_engine engine:capsule_runtime handlers:capsule_
                   handlers:capsule_checkers handlers/cuda:capsule_handlers_cuda examples:capsule_examples
                   tests:capsule_libtorch_parity_tables)
 
-# HEAD of this checkout, "-dirty" when git lists a change, "unknown" outside git.
+# HEAD of this checkout, "-dirty" when git lists a change, "unknown" outside git. (The status is
+# captured whole: `grep -q` would stop reading early, and git's write into the closed pipe fail.)
 tree_commit() {
-  echo "$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo -dirty)"
+  local head changes
+  head=$(git -C "$root" rev-parse HEAD 2>/dev/null) || head=unknown
+  changes=$(git -C "$root" status --porcelain 2>/dev/null) || changes=""
+  echo "$head${changes:+-dirty}"
 }
 
-# One SHA-256 over the files the prebuilt objects are compiled from (their sources, headers and
-# CMake files), so phase 3 uses them only for the very tree they were compiled from.
+# The SHA-256 over the files the prebuilt objects are compiled from, computed by the same CMake
+# code the GPU machine's configure runs (cmake/gpu_source_digest.cmake), so the two cannot differ.
 source_digest() {
-  (cd "$root" && find CMakeLists.txt cmake engine examples handlers/CMakeLists.txt handlers/reference \
-    handlers/checkers handlers/cuda tests/CMakeLists.txt tests/libtorch -type f -print0 |
-    LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  cmake -DCAPSULE_SOURCE_ROOT="$root" -P "$root/cmake/gpu_source_digest.cmake"
 }
 
-# Seconds spent per target of a Ninja build, from its .ninja_log (start and end in ms, the
-# output's path, the command's hash): an object file counts for the target named by its
+# Seconds spent per target of a Ninja build, summed over its steps, from its .ninja_log (start and
+# end in ms from the start of that ninja run, the output's path, the command's hash): an object file counts for the target named by its
 # CMakeFiles/<target>.dir folder, any other step (a link with its post-build commands, a generated
 # file) under its first output's path. A step with several outputs is logged once per output, so
 # each step counts once.
@@ -104,12 +106,10 @@ summarize_build_times() {
       if (match(path, /CMakeFiles\/[^\/]+\.dir\//)) group = substr(path, RSTART + 11, RLENGTH - 16)
       else group = path
       sum[group] += seconds; steps[group]++; total += seconds; count++
-      if (first == "" || $1 < first) first = $1
-      if ($2 > last) last = $2
     }
     END {
       for (group in sum) printf "  %-44s %4d steps %8.1f s\n", group, steps[group], sum[group]
-      printf "  %-44s %4d steps %8.1f s, %.1f s of wall time\n", "all", count, total, (last - first) / 1000
+      printf "  %-44s %4d steps %8.1f s\n", "all", count, total
     }' "$ninja_log" | sort -k4,4 -g -r
 }
 
@@ -226,6 +226,7 @@ if [[ $mode == bundle ]]; then
   fi
   [[ -f $build_dir/gpu-prebuilt-manifest.txt ]] || die "no gpu-prebuilt-manifest.txt in $build_dir; configure it again"
   prebuilt_count=0
+  oldest=""  # the oldest object carried, for the --no-build check below
   for entry in "${prebuilt_targets[@]}"; do
     target=${entry#*:}
     objects=$build_dir/${entry%%:*}/CMakeFiles/$target.dir
@@ -239,13 +240,37 @@ if [[ $mode == bundle ]]; then
         cp "$object" "$bundle/prebuilt/$target/$relative"
       fi
       prebuilt_count=$((prebuilt_count + 1))
+      if [[ -z $oldest || $object -ot $oldest ]]; then oldest=$object; fi
     done < <(find "$objects" -name '*.o' -print0)
   done
-  {
-    cat "$build_dir/gpu-prebuilt-manifest.txt"
-    echo "commit=$(tree_commit)"
-    echo "sources=$(source_digest)"
-  } >"$bundle/prebuilt/manifest.txt"
+  # The digest says which sources the objects are compiled from. A build just made them from this
+  # tree; with --no-build nothing says so, so there a file the digest covers that is newer than the
+  # oldest object means they may not be, and then none are carried (phase 3 compiles everything).
+  prebuilt_note=""
+  sources=$(source_digest) || sources=""
+  if [[ ! $sources =~ ^[0-9a-f]{64}$ ]]; then
+    prebuilt_note="cmake/gpu_source_digest.cmake gave no digest"
+  elif [[ $build == 0 && -z $oldest ]]; then
+    prebuilt_note="no object was found"
+  elif [[ $build == 0 ]]; then
+    while IFS= read -r file; do
+      if [[ $root/$file -nt $oldest ]]; then
+        prebuilt_note="$file changed after $oldest was compiled (--no-build)"
+        break
+      fi
+    done < <(cmake -DCAPSULE_SOURCE_ROOT="$root" -DCAPSULE_PRINT_FILES=ON -P "$root/cmake/gpu_source_digest.cmake")
+  fi
+  if [[ -n $prebuilt_note ]]; then
+    rm -rf "$bundle/prebuilt"
+    prebuilt_count=0
+    echo "gpu-check: no prebuilt objects carried: $prebuilt_note; phase 3 will compile everything" >&2
+  else
+    {
+      cat "$build_dir/gpu-prebuilt-manifest.txt"
+      echo "commit=$(tree_commit)"
+      echo "sources=$sources"
+    } >"$bundle/prebuilt/manifest.txt"
+  fi
   # Boost.Program_options for phase 3's `capsule` (the CLI judges that build's own ledger there):
   # the Debian packages this build uses, as .deb files (the headers alone unpack to about 140 MB;
   # the .debs are about 10 MB). Phase 3 unpacks them into its build folder. Without them (apt
@@ -274,8 +299,11 @@ if [[ $mode == bundle ]]; then
     echo "carried: ${carried[*]:-none}"
     echo "resolved on the GPU machine: ${expected[*]:-none}"
     echo "packages for phase 3's build (prefix/): ${carried_packages[*]}"
-    echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}," \
-      "sources $(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt")"
+    if [[ -z $prebuilt_note ]]; then
+      echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}, sources $sources"
+    else
+      echo "prebuilt for phase 3's build: none ($prebuilt_note)"
+    fi
   } >"$bundle/BUNDLE.txt"
   cat "$bundle/BUNDLE.txt"
   echo "gpu-check: bundled into $bundle ($(du -sh "$bundle" | cut -f1)); carry it to the GPU machine and run tools/gpu-check.sh --quick --out \$OUT there"
@@ -398,7 +426,7 @@ if [[ $libtorch != skip ]]; then
     # The torch-free libraries from the bundle, when they were compiled from this very tree.
     prebuilt_args=(-DCAPSULE_GPU_PREBUILT_DIR=)
     prebuilt_want=$(sed -n 's/^sources=//p' "$bundle/prebuilt/manifest.txt" 2>/dev/null || true)
-    prebuilt_have=$(source_digest)
+    prebuilt_have=$(source_digest) || prebuilt_have="unavailable (cmake/gpu_source_digest.cmake failed)"
     if [[ -n $prebuilt_want && $prebuilt_want == "$prebuilt_have" ]]; then
       prebuilt_args=(-DCAPSULE_GPU_PREBUILT_DIR="$bundle/prebuilt")
       echo "prebuilt: used: the torch-free libraries are the bundle's objects (sources $prebuilt_have)"
@@ -444,8 +472,13 @@ if [[ $libtorch != skip ]]; then
       fi
       if [[ $lt_status == 0 ]]; then
         echo "== build"
+        # This phase's steps only, in the build-time summary at its end (a reused folder's log
+        # holds earlier runs' steps too).
+        rm -f "$lt_build/.ninja_log"
+        build_started=$SECONDS
         timeout -k 30 "${CAPSULE_GPU_PHASE_TIMEOUT:-300}" cmake --build "$lt_build" --target capsule_gpu_tests \
           -j "$(nproc)" || lt_status=$?
+        echo "build time: $((SECONDS - build_started)) s (capsule_gpu_tests)"
       fi
       if [[ $lt_status == 0 ]]; then
         echo "== libtorch.cuda suites"
@@ -486,8 +519,8 @@ if [[ $libtorch != skip ]]; then
         # A bench that failed to build or run (not one that only missed a target) fails the phase.
         [[ $lt_bench_status == 0 || $lt_bench_status == 3 ]] || lt_status=$lt_bench_status
       fi
-      # What this phase compiled, and for how long, by target: the torch-free ones (the engine,
-      # the reference and CUDA handlers, the CLI) are what carrying prebuilt libraries would save.
+      # What this phase compiled, and for how long, by target (the wall time is the `build time`
+      # line above): with prebuilt/ used, no torch-free library is among them.
       echo "== build times (from $lt_build/.ninja_log; seconds summed over steps, by target)"
       summarize_build_times "$lt_build"
     fi

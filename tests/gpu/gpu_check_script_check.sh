@@ -75,31 +75,50 @@ for lib in "$work"/bundle/lib/*; do
 done
 
 # The torch-free libraries' objects for phase 3 (cmake/gpu_prebuilt.cmake), with their manifest.
-for key in compiler flags cuda_architectures commit; do
-  grep -q "^$key=." "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no $key= line"
-done
-grep -qE '^sources=[0-9a-f]{64}$' "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no sources digest"
-for target in capsule_engine capsule_runtime capsule_handlers_reference capsule_checkers capsule_handlers_cuda \
-  capsule_examples capsule_libtorch_parity_tables; do
-  [[ -n $(find "$work/bundle/prebuilt/$target" -name '*.o' 2>/dev/null) ]] || fail "prebuilt/ has no objects of $target"
-done
-# The GPU machine's configure refuses objects that are not this tree's (one missing) or were
-# built for other CUDA architectures, naming the cause.
-prebuilt_configure() {  # what ... (cmake arguments)
-  local what=$1 status=0
-  shift
-  cmake -S "$source_dir" -B "$work/prebuilt-build" -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_CUDA=ON \
-    -DCAPSULE_LIBTORCH=OFF -DBUILD_TESTING=OFF "$@" >"$work/prebuilt-configure.out" 2>&1 || status=$?
-  rm -rf "$work/prebuilt-build"
-  expect_status 1 "$status" "$what"
-}
-cp -R "$work/bundle/prebuilt" "$work/prebuilt-short"
-rm "$(find "$work/prebuilt-short/capsule_examples" -name '*.o' | head -1)"
-prebuilt_configure "a prebuilt folder missing an object" -DCAPSULE_GPU_PREBUILT_DIR="$work/prebuilt-short"
-expect_in "$work/prebuilt-configure.out" "objects of capsule_examples, which has" "a prebuilt folder missing an object"
-prebuilt_configure "prebuilt objects of other CUDA architectures" -DCAPSULE_GPU_PREBUILT_DIR="$work/bundle/prebuilt" \
-  -DCAPSULE_CUDA_ARCHITECTURES=80
-expect_in "$work/prebuilt-configure.out" "the prebuilt objects' CUDA architectures are" "prebuilt objects of other CUDA architectures"
+# --no-build carries them only when no source they cover is newer than they are, else says why.
+if [[ ! -d $work/bundle/prebuilt ]]; then
+  expect_in "$work/bundle.out" "no prebuilt objects carried: " "--bundle --no-build after a source changed"
+  expect_in "$work/bundle.out" "changed after" "--bundle --no-build after a source changed"
+  echo "note: the build's objects are older than a source, so the bundle carries none; the prebuilt checks are not run"
+else
+  for key in compiler flags build_type cuda cuda_architectures commit; do
+    grep -q "^$key=." "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no $key= line"
+  done
+  grep -qE '^sources=[0-9a-f]{64}$' "$work/bundle/prebuilt/manifest.txt" || fail "prebuilt/manifest.txt has no sources digest"
+  for target in capsule_engine capsule_runtime capsule_handlers_reference capsule_checkers capsule_handlers_cuda \
+    capsule_examples capsule_libtorch_parity_tables; do
+    [[ -n $(find "$work/bundle/prebuilt/$target" -name '*.o' 2>/dev/null) ]] || fail "prebuilt/ has no objects of $target"
+  done
+  # The GPU machine's configure: it takes the objects of this tree, and refuses them when one is
+  # missing, when they were built for other CUDA architectures, or when the tree is not theirs,
+  # naming the cause.
+  prebuilt_configure() {  # expected-status what ... (cmake arguments)
+    local expected=$1 what=$2 status=0
+    shift 2
+    cmake -S "$source_dir" -B "$work/prebuilt-build" -DCAPSULE_GPU_TESTS_ONLY=ON -DCAPSULE_CUDA=ON \
+      -DCAPSULE_LIBTORCH=OFF -DBUILD_TESTING=OFF "$@" >"$work/prebuilt-configure.out" 2>&1 || status=$?
+    rm -rf "$work/prebuilt-build"
+    expect_status "$expected" "$status" "$what"
+  }
+  prebuilt_configure 0 "the bundle's own objects" -DCAPSULE_GPU_PREBUILT_DIR="$work/bundle/prebuilt"
+  expect_in "$work/prebuilt-configure.out" "GPU tests only: capsule_engine" "the bundle's own objects"
+  cp -R "$work/bundle/prebuilt" "$work/prebuilt-short"
+  rm "$work/prebuilt-short/capsule_examples/src/examples.cpp.o"
+  prebuilt_configure 1 "a prebuilt folder missing an object" -DCAPSULE_GPU_PREBUILT_DIR="$work/prebuilt-short"
+  # (CMake wraps its messages at about 80 columns: the fragments below fit on one line.)
+  expect_in "$work/prebuilt-configure.out" "has no object of capsule_examples's" "a prebuilt folder missing an object"
+  prebuilt_configure 1 "prebuilt objects of other CUDA architectures" \
+    -DCAPSULE_GPU_PREBUILT_DIR="$work/bundle/prebuilt" -DCAPSULE_CUDA_ARCHITECTURES=80
+  expect_in "$work/prebuilt-configure.out" "the prebuilt objects' CUDA architectures are" \
+    "prebuilt objects of other CUDA architectures"
+  cp -R "$work/bundle/prebuilt" "$work/prebuilt-other"
+  sed -i 's/^sources=.*/sources=0000000000000000000000000000000000000000000000000000000000000000/' \
+    "$work/prebuilt-other/manifest.txt"
+  prebuilt_configure 1 "prebuilt objects of another tree" -DCAPSULE_GPU_PREBUILT_DIR="$work/prebuilt-other"
+  expect_in "$work/prebuilt-configure.out" "0000000000000000000000000000000000000000000000000000000000000000," \
+    "prebuilt objects of another tree"
+  expect_in "$work/prebuilt-configure.out" "were compiled from" "prebuilt objects of another tree"
+fi
 
 # A folder that is not a bundle is never overwritten.
 mkdir -p "$work/precious"

@@ -4,8 +4,8 @@
 # REFERENCE_LIBRARY; LIBTORCH_LIBRARY and LIBTORCH_VERSION when the LibTorch provider is built;
 # CUDA_LIBRARY and CUDA_VERSION when the CUDA providers (cuBLAS, cuDNN) are; PREBUILT in the GPU
 # machine's build when it archived carried objects (cmake/gpu_prebuilt.cmake), naming them and
-# their compiler and commit; PREBUILT_MANIFEST and CUDA_ARCHITECTURES in a build whose objects
-# tools/gpu-check.sh --bundle may carry, where this writes their manifest.
+# their compiler and commit; PREBUILT_MANIFEST, CUDA_ARCHITECTURES and CUDA_COMPILER_VERSION in a
+# build whose objects tools/gpu-check.sh --bundle may carry, where this writes their manifest.
 cmake_minimum_required(VERSION 3.25)
 
 # build.commit: HEAD of the source tree, "-dirty" when `git status --porcelain` lists anything,
@@ -68,7 +68,8 @@ if(PREBUILT)
   list(APPEND entries "build.prebuilt" "${PREBUILT}")
 endif()
 if(PREBUILT_MANIFEST)
-  set(manifest "compiler=${COMPILER}\nflags=${flags}\ncuda_architectures=${CUDA_ARCHITECTURES}\n")
+  set(manifest "compiler=${COMPILER}\nflags=${flags}\nbuild_type=${BUILD_TYPE}\ncuda=${CUDA_COMPILER_VERSION}\n")
+  string(APPEND manifest "cuda_architectures=${CUDA_ARCHITECTURES}\n")
   file(WRITE "${PREBUILT_MANIFEST}.new" "${manifest}")
   file(COPY_FILE "${PREBUILT_MANIFEST}.new" "${PREBUILT_MANIFEST}" ONLY_IF_DIFFERENT)
   file(REMOVE "${PREBUILT_MANIFEST}.new")
