@@ -64,6 +64,14 @@ if(CAPSULE_GPU_PREBUILT_DIR)
   message(STATUS "GPU tests only: ${CAPSULE_GPU_PREBUILT}, from ${CAPSULE_GPU_PREBUILT_DIR}")
 endif()
 
+# In a build whose objects may be carried (not the GPU machine's), each prebuilt target and the
+# folder of its objects, a tab between, one per line: tools/gpu-check.sh --bundle reads them here
+# rather than keeping its own list.
+set(CAPSULE_GPU_PREBUILT_TARGETS_FILE "${PROJECT_BINARY_DIR}/gpu-prebuilt-targets.txt")
+if(NOT CAPSULE_GPU_PREBUILT_DIR)
+  file(WRITE "${CAPSULE_GPU_PREBUILT_TARGETS_FILE}" "")
+endif()
+
 # add_library(NAME STATIC SOURCES...), or, for a prebuilt target, the same library archived from
 # its carried objects: each compiled source's object where the build laid it out
 # (<target>/<source>.o), else configure stops. Objects of sources the tree no longer has are left
@@ -71,6 +79,9 @@ endif()
 function(capsule_add_static_library name)
   if(NOT CAPSULE_GPU_PREBUILT_DIR OR NOT name IN_LIST CAPSULE_GPU_PREBUILT_TARGETS)
     add_library(${name} STATIC ${ARGN})
+    if(NOT CAPSULE_GPU_PREBUILT_DIR AND name IN_LIST CAPSULE_GPU_PREBUILT_TARGETS)
+      file(APPEND "${CAPSULE_GPU_PREBUILT_TARGETS_FILE}" "${name}\t${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${name}.dir\n")
+    endif()
     return()
   endif()
   set(objects "")

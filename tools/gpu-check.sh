@@ -67,13 +67,6 @@ die() {
   exit 1
 }
 
-# The torch-free libraries whose objects the bundle carries for phase 3's build, each with the
-# folder of the build tree that holds its CMakeFiles/<target>.dir (cmake/gpu_prebuilt.cmake
-# names the same targets).
-prebuilt_targets=(engine:capsule_engine engine:capsule_runtime handlers:capsule_handlers_reference
-                  handlers:capsule_checkers handlers/cuda:capsule_handlers_cuda examples:capsule_examples
-                  tests:capsule_libtorch_parity_tables)
-
 # HEAD of this checkout, "-dirty" when git lists a change, "unknown" outside git. (The status is
 # captured whole: `grep -q` would stop reading early, and git's write into the closed pipe fail.)
 tree_commit() {
@@ -221,15 +214,23 @@ if [[ $mode == bundle ]]; then
   # (cmake/gpu_prebuilt.cmake): each target's under prebuilt/<target>/ as the build laid them out,
   # stripped of debug info, with the manifest this build wrote (compiler, flags, CUDA
   # architectures), the commit, and the digest of the sources they came from.
+  # The targets and their object folders, as the build's configure listed them.
+  [[ -s $build_dir/gpu-prebuilt-targets.txt ]] || die "no gpu-prebuilt-targets.txt in $build_dir; configure it again"
+  prebuilt_targets=()
+  prebuilt_folders=()
+  while IFS=$'\t' read -r target objects; do
+    prebuilt_targets+=("$target")
+    prebuilt_folders+=("$objects")
+  done <"$build_dir/gpu-prebuilt-targets.txt"
   if [[ $build == 1 ]]; then
-    cmake --build "$build_dir" -j2 --target "${prebuilt_targets[@]#*:}"
+    cmake --build "$build_dir" -j2 --target "${prebuilt_targets[@]}"
   fi
   [[ -f $build_dir/gpu-prebuilt-manifest.txt ]] || die "no gpu-prebuilt-manifest.txt in $build_dir; configure it again"
   prebuilt_count=0
   oldest=""  # the oldest object carried, for the --no-build check below
-  for entry in "${prebuilt_targets[@]}"; do
-    target=${entry#*:}
-    objects=$build_dir/${entry%%:*}/CMakeFiles/$target.dir
+  for index in "${!prebuilt_targets[@]}"; do
+    target=${prebuilt_targets[$index]}
+    objects=${prebuilt_folders[$index]}
     [[ -d $objects ]] || die "no $objects: build $target in $build_dir first"
     while IFS= read -r -d '' object; do
       relative=${object#"$objects"/}
@@ -300,7 +301,7 @@ if [[ $mode == bundle ]]; then
     echo "resolved on the GPU machine: ${expected[*]:-none}"
     echo "packages for phase 3's build (prefix/): ${carried_packages[*]}"
     if [[ -z $prebuilt_note ]]; then
-      echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]#*:}, sources $sources"
+      echo "prebuilt for phase 3's build (prebuilt/): $prebuilt_count objects of ${prebuilt_targets[*]}, sources $sources"
     else
       echo "prebuilt for phase 3's build: none ($prebuilt_note)"
     fi

@@ -329,7 +329,7 @@ TEST_SUITE("cuda.device_free") {
   }
 
   TEST_CASE("device-free: the padded transpose's index pads channels-last with zeros and unpads back exactly") {
-    // Batch norm's channel-padded layout (cudnn_graph.cpp, run_channel_padded): x [n, c, S] to
+    // Batch norm's channel-padded layout (cudnn_graph.cpp, run_channels_last): x [n, c, S] to
     // [n, S, padded] and back; with no padding it is the plain NCHW <-> NHWC transpose.
     struct Shape3 {
       std::int64_t n, c, s, padded;

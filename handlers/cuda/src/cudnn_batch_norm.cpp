@@ -40,7 +40,8 @@ constexpr std::string_view kOp = "batch_norm";
 /// its own, so they never touch a real channel's result, and they are dropped. cuDNN's batch-norm
 /// engines block over channels and may refuse a count they cannot block (cudnn-frontend issue
 /// 133: C = 35 refused). Our first GPU run failed on its first case, C = 3, before this path
-/// existed (docs/gpu-runs/2026-12-04-h200). Not yet run on a GPU.
+/// existed (docs/gpu-runs/2026-12-04-h200); since then cuDNN 9.19 on an H200 has run 2 and 3
+/// channels padded to 8 (docs/gpu-runs/2026-12-04-h200-1303).
 constexpr std::array<std::int64_t, 2> kPadChannelsTo{8, 32};
 
 struct NormPlan {

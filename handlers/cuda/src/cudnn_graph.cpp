@@ -498,8 +498,9 @@ RuntimeStatus copy_prefix(std::string_view op, const StartedDevice& device, cons
 /// Runs `plan_for`'s channels-last plan for `padded` >= c channels, if cuDNN has one, on
 /// channels-last copies of the activations ([n, c, plane] -> [n, plane, padded], the added lanes
 /// zero) and, when padded > c, on zero-padded copies of the per-channel operands; then copies the
-/// written ones' real channels back. Returns the plan, usable or not (then no graph ran, though
-/// the copies had been made).
+/// written ones' real channels back. Returns the plan, usable or not. The copies are allocated
+/// first (the plan's key holds their alignment) but filled only for a usable plan: a refused
+/// layout, which batch norm at 2 or 3 channels meets on every call, costs no kernel.
 RuntimeResult<PlanPtr> run_channels_last(std::string_view op, const StartedDevice& device, std::int64_t n,
                                          std::int64_t c, std::int64_t padded, std::span<const Operand> operands,
                                          const PlanForLayout& plan_for) {
@@ -509,10 +510,6 @@ RuntimeResult<PlanPtr> run_channels_last(std::string_view op, const StartedDevic
     if (o.plane > 0) {
       const std::array<std::int64_t, 3> dims{n, o.plane, padded};
       CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
-      // Written ones need no zeroing: the graph writes every lane of its outputs.
-      if (!o.written) {
-        CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
-      }
     } else if (o.per_channel && padded > c) {
       if (o.tensor.numel() != c) {
         return runtime_error(RuntimeCode::ShapeMismatch, str(op, ": a per-channel operand has ", o.tensor.numel(),
@@ -520,14 +517,21 @@ RuntimeResult<PlanPtr> run_channels_last(std::string_view op, const StartedDevic
       }
       const std::array<std::int64_t, 1> dims{padded};
       CAPSULE_TRY(copies[i], new_device_tensor(op, dims, o.tensor.dtype()));
-      if (!o.written) {
-        CAPSULE_CHECK(zero_on_stream(op, device, copies[i]));
-        CAPSULE_CHECK(copy_prefix(op, device, o.tensor, copies[i], c));
-      }
     }
   }
   CAPSULE_TRY(PlanPtr plan, plan_for(MemoryLayout::Nhwc, operands_alignment(operands, copies), padded));
   if (!plan->usable()) return plan;
+  // The inputs' copies; written ones need no zeroing: the graph writes every lane of its outputs.
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    if (!copies[i].defined() || o.written) continue;
+    if (o.plane > 0) {
+      CAPSULE_CHECK(transpose_padded_into(op, device, o.tensor, copies[i], n, c, o.plane, o.plane, padded));
+    } else {
+      CAPSULE_CHECK(zero_on_stream(op, device, copies[i]));
+      CAPSULE_CHECK(copy_prefix(op, device, o.tensor, copies[i], c));
+    }
+  }
   CAPSULE_CHECK(execute_plan(op, device, *plan, operand_bindings(operands, copies)));
   for (std::size_t i = 0; i < operands.size(); ++i) {
     if (!copies[i].defined() || !operands[i].written) continue;
