@@ -2,12 +2,16 @@
 // Operand checks, dtype dispatch and the softmax error model shared by the standard checkers.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
 
+#include "capsule/assert.hpp"
 #include "capsule/runtime/checker.hpp"
 #include "capsule/text.hpp"
 #include "rounding.hpp"
@@ -22,6 +26,32 @@ RuntimeStatus expect_operands(const CheckCall& call, std::size_t min_inputs, std
 /// A failing verdict when the output's shape is not `want` (a wrong result, not a malformed call).
 std::optional<CheckVerdict> wrong_output_shape(std::string_view op, const Tensor& output,
                                                std::span<const std::int64_t> want);
+
+/// One allocation carved into consecutive spans, for a check's per-call vectors: one allocation
+/// instead of one per vector. `take` leaves its span uninitialised (for values written before they
+/// are read), `take_zeroed` fills it with zeros. The sizes are the caller's own arithmetic, so
+/// asking for more than the capacity is a bug, stopped before it writes past the buffer.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(std::size_t capacity)
+      : buffer_(std::make_unique_for_overwrite<double[]>(capacity)), capacity_(capacity) {}
+  std::span<double> take(std::size_t count) {
+    CAPSULE_ASSERT(count <= capacity_ - used_, "a check's scratch spans fit the capacity it computed");
+    const std::span<double> out(buffer_.get() + used_, count);
+    used_ += count;
+    return out;
+  }
+  std::span<double> take_zeroed(std::size_t count) {
+    const std::span<double> out = take(count);
+    std::fill(out.begin(), out.end(), 0.0);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<double[]> buffer_;
+  std::size_t capacity_ = 0;
+  std::size_t used_ = 0;
+};
 
 /// Calls f.template operator()<float>() or <double>() by the output's dtype.
 template <class F>

@@ -12,7 +12,8 @@
 namespace capsule::checkers {
 
 /// For each of `rows` rows x_i of x (row i starts at x + i·ld):
-/// dots[i·rounds + ρ] = Σ_j x_i[j]·y[ρ·y_stride + j] for ρ < rounds, and, unless abs_sums is
+/// dots[ρ·rows + i] = Σ_j x_i[j]·y[ρ·y_stride + j] for ρ < rounds (round-major: each round's dots
+/// are one contiguous vector, as B·r_ρ is for the next pass), and, unless abs_sums is
 /// null, abs_sums[i] = Σ_j |x_i[j]|·w[j] (w null: Σ_j |x_i[j]|), over j < len. rounds >= 0 (0:
 /// the magnitudes alone; dots and y are then not read). A null abs_sums skips the magnitude's
 /// work, not just its store. Blocks of rows share each load of y and w.

@@ -66,8 +66,6 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
                WorstResidual& worst) {
   const std::int64_t m = p.m, k = p.k, n = p.n;
   const std::int64_t R = rounds;
-  std::vector<double> r(ix(R * n));
-  rng.fill_signs(r.data(), r.size());
   // The screen (docs/checkers.md, "The screen"): the dot products come first, without the
   // magnitudes behind the exact tolerance (about a third of the kernels' work), and a row whose
   // residuals already lie within a lower bound of that tolerance passes on it. Only the other
@@ -77,32 +75,32 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
   // screen's factor below needs (n + k)·u₆₄ ≤ 2⁻¹⁰.
   const bool screen = tolerance == FreivaldsTolerance::Screened && p.a_rel == nullptr &&
                       static_cast<double>(n + k) * kU64 <= 0x1p-10;
+  // The call's working vectors, carved from one allocation: as separate vectors, their
+  // allocations were about a twentieth of a 256³ check's time.
+  // The kernels write round-major: c_dots [ρ][m], a_dots [ρ][m], s [ρ][k].
+  ScratchCarver work(ix(R * n + 2 * m * R + R * k + 2 * R + 3 * m));
+  const std::span<double> r = work.take(ix(R * n));
+  const std::span<double> c_dots = work.take(ix(m * R)), a_dots = work.take(ix(m * R));
+  const std::span<double> s = work.take_zeroed(ix(R * k));  // s_ρ = B·r_ρ [k]
+  const std::span<double> bias_r = work.take_zeroed(ix(R)), coeff = work.take(ix(R));
+  rng.fill_signs(r.data(), r.size());
+  // (|C|·1)_i and (|A|·(|B|·1))_i: for every row without the screen, else for the rows it misses.
+  std::vector<double> c_abs(screen ? 0 : ix(m)), a_mag(screen ? 0 : ix(m));
   // C·r_ρ (and, without the screen, (|C|·1)_i) first: the provider wrote C last, so it is the
-  // operand likeliest still in cache.
-  std::vector<double> c_dots(ix(m * R)), c_abs(ix(m)), a_dots(ix(m * R)), a_mag(ix(m));
-  // Where the magnitudes go on the first pass: nowhere under the screen.
-  double* c_abs_out = screen ? nullptr : c_abs.data();
-  double* a_mag_out = screen ? nullptr : a_mag.data();
-  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), c_abs_out);
+  // operand likeliest still in cache. The magnitudes go nowhere under the screen.
+  multi_dot_rows(p.c, m, n, n, r.data(), n, R, nullptr, c_dots.data(), screen ? nullptr : c_abs.data());
   // s_ρ = B·r_ρ [k] (and |B|·1 [k]), each row of B read once.
-  std::vector<double> s(ix(R * k), 0.0);
   std::vector<double> b_abs(screen ? 0 : ix(k), 0.0);
   double* b_abs_out = screen ? nullptr : b_abs.data();
   if (!p.b_transposed) {
-    std::vector<double> dots(ix(k * R));  // [q][ρ], transposed into s below
-    multi_dot_rows(p.b, k, n, n, r.data(), n, R, nullptr, dots.data(), b_abs_out);
-    for (std::int64_t q = 0; q < k; ++q) {
-      for (std::int64_t rho = 0; rho < R; ++rho) s[ix(rho * k + q)] = dots[ix(q * R + rho)];
-    }
+    multi_dot_rows(p.b, k, n, n, r.data(), n, R, nullptr, s.data(), b_abs_out);
   } else {
     // B = Wᵀ: B·r = Σ_j r_j·W[j, :], accumulated as axpys over W's rows.
-    std::vector<double> coeff(ix(R));
     for (std::int64_t j = 0; j < n; ++j) {
       for (std::int64_t rho = 0; rho < R; ++rho) coeff[ix(rho)] = r[ix(rho * n + j)];
       multi_axpy(p.b + j * k, k, coeff.data(), R, s.data(), b_abs_out);
     }
   }
-  std::vector<double> bias_r(ix(R), 0.0);
   double bias_abs = 0.0;
   if (p.bias != nullptr) {
     bias_abs = abs_sum(p.bias, n);
@@ -110,12 +108,14 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
   }
 
   // A·s_ρ (and, without the screen, (|A|·(|B|·1))_i) for every row, A read once.
-  multi_dot_rows(p.a, m, k, k, s.data(), k, R, b_abs_out, a_dots.data(), a_mag_out);
+  multi_dot_rows(p.a, m, k, k, s.data(), k, R, b_abs_out, a_dots.data(), screen ? nullptr : a_mag.data());
   const double u_in = unit_roundoff<T>();
   const double abs_alpha = std::fabs(p.alpha);
   const double provider = gamma(p.terms, u_in);
+  // α as a local: the loops below store doubles, which the compiler must assume may alias p.alpha.
+  const double alpha = p.alpha;
   auto residual = [&](std::int64_t i, std::int64_t rho) {
-    return std::fabs(c_dots[ix(i * R + rho)] - p.alpha * (a_dots[ix(i * R + rho)] + bias_r[ix(rho)]));
+    return std::fabs(c_dots[ix(rho * m + i)] - alpha * (a_dots[ix(rho * m + i)] + bias_r[ix(rho)]));
   };
   const char* what = p.what != nullptr ? p.what : kRowResidual;
 
@@ -125,31 +125,54 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
     exact_rows.resize(ix(m));
     for (std::int64_t i = 0; i < m; ++i) exact_rows[ix(i)] = i;
   } else {
-    // Passes row i on low = the exact bound's first term with a lower bound t_low of t̂_i in place
+    // Row i passes on low = the exact bound's first term with a lower bound t_low of t̂_i in place
     // of t̂_i: rounding is monotone, and the exact bound only multiplies that term by 1 + γ and
     // adds non-negative terms to it. Below 2⁻⁹⁰⁰ underflow could break t_low <= t̂_i, so 0 then.
-    auto screened = [&](std::int64_t i, double t_over) {
+    // The rounds share the row's index and bound: only the largest residual can be the worst.
+    // Returns the ratio largest/low that `worst` would record for a pass, or -1 for a miss.
+    auto screened = [&](std::int64_t i, double t_over, double& low, double& largest) {
       const double t_low = t_over >= 0x1p-900 ? 0.5 * t_over : 0.0;
-      const double low = provider * (abs_alpha * (t_low + bias_abs));
-      double largest = 0.0;
+      low = provider * (abs_alpha * (t_low + bias_abs));
+      largest = 0.0;
       bool within = std::isfinite(low);
-      for (std::int64_t rho = 0; rho < R && within; ++rho) {
+      for (std::int64_t rho = 0; rho < R; ++rho) {
         const double res = residual(i, rho);
-        within = res <= low;
+        within = within && res <= low;
         largest = max_ignoring_nan(largest, res);
       }
-      // The rounds share the row's index and bound: only the largest residual can be the worst.
-      if (within) worst.observe(largest, low, p.out_offset + i * n, what);
-      return within;
+      return !within ? -1.0 : low > 0.0 ? largest / low : 0.0;
+    };
+    // First stage, free, for every row in one pass without a branch on the data: |(A·s_ρ)_i| <=
+    // F·t̂_i with F <= 1.01 here (t̂_i: the exact path's computed |A|·(|B|·1)), so half the
+    // largest is at most t̂_i.
+    const std::span<double> lows = work.take(ix(m)), largests = work.take(ix(m)), ratios = work.take(ix(m));
+    for (std::int64_t i = 0; i < m; ++i) {
+      double top = 0.0;
+      for (std::int64_t rho = 0; rho < R; ++rho) top = max_ignoring_nan(top, std::fabs(a_dots[ix(rho * m + i)]));
+      double low = 0.0, largest = 0.0;  // locals, which stay in registers (a span's might alias)
+      ratios[ix(i)] = screened(i, top, low, largest);
+      lows[ix(i)] = low;
+      largests[ix(i)] = largest;
+    }
+    // Then the rows in order. A passing row is recorded only when its ratio beats every earlier
+    // first-stage pass: a recorded pass with a ratio at least as large already keeps `worst`
+    // from changing (its recorded ratio only grows while every row passes, and a failure
+    // outranks every pass), so the verdict is the one recording every row would give.
+    double best_first_stage = -1.0;
+    // The next row from `from` on that is not a first-stage pass at or below the best ratio: a
+    // loop of its own, without the calls of the rows it stops at, so that it runs in registers.
+    auto next_row = [&](std::int64_t from) {
+      while (from < m && ratios[ix(from)] >= 0.0 && ratios[ix(from)] <= best_first_stage) ++from;
+      return from;
     };
     std::vector<double> s_top;  // max_ρ |s_ρ,p| [k], made at the first row the first stage misses
     bool have_s_top = false;
-    for (std::int64_t i = 0; i < m; ++i) {
-      // First stage, free: |(A·s_ρ)_i| <= F·t̂_i with F <= 1.01 here (t̂_i: the exact path's
-      // computed |A|·(|B|·1)), so half the largest is at most t̂_i.
-      double top = 0.0;
-      for (std::int64_t rho = 0; rho < R; ++rho) top = max_ignoring_nan(top, std::fabs(a_dots[ix(i * R + rho)]));
-      if (screened(i, top)) continue;
+    for (std::int64_t i = next_row(0); i < m; i = next_row(i + 1)) {
+      if (ratios[ix(i)] >= 0.0) {
+        best_first_stage = ratios[ix(i)];
+        worst.observe(largests[ix(i)], lows[ix(i)], p.out_offset + i * n, what);
+        continue;
+      }
       // Second stage, one read of A's row: Σ_p |A_ip|·max_ρ |s_ρ,p| <= F·t̂_i too, and no sign
       // cancels in it, so a correct row whose A·s happened to cancel passes here without B
       // being read again for |B|·1.
@@ -166,10 +189,14 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
       }
       double weighted = 0.0;
       multi_dot_rows(p.a + i * k, 1, k, k, nullptr, 0, 0, s_top.data(), nullptr, &weighted);
-      if (!screened(i, weighted)) exact_rows.push_back(i);
+      double low = 0.0, largest = 0.0;
+      if (screened(i, weighted, low, largest) >= 0.0) worst.observe(largest, low, p.out_offset + i * n, what);
+      else exact_rows.push_back(i);
     }
     if (exact_rows.empty()) return;
     b_magnitudes(p, b_abs);
+    c_abs.assign(ix(m), 0.0);
+    a_mag.assign(ix(m), 0.0);
     for (std::int64_t i : exact_rows) {
       multi_dot_rows(p.c + i * n, 1, n, n, nullptr, 0, 0, nullptr, nullptr, &c_abs[ix(i)]);
       multi_dot_rows(p.a + i * k, 1, k, k, nullptr, 0, 0, b_abs.data(), nullptr, &a_mag[ix(i)]);
