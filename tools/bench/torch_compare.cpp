@@ -54,6 +54,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -69,6 +70,7 @@
 #include "capsule/runtime/session.hpp"
 #include "median_interval.hpp"
 #include "rng.hpp"
+#include "self_process.hpp"
 
 #ifndef CAPSULE_SOURCE_DIR
 #error "CAPSULE_SOURCE_DIR must name the source tree (catalogs/ and profiles/)"
@@ -744,30 +746,115 @@ at::Tensor aten_of(const Tensor& t) {
   return torch::from_blob(const_cast<float*>(t.data<float>()), t.shape().to_vector(), torch::kFloat32);
 }
 
-/// conv2d with padding 1, stride 1 and a bias, x [n, c, h, w] and w [o, c, 3, 3], through our
-/// session against at::convolution and at::convolution_out.
-void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* name, std::vector<std::int64_t> x_dims,
-                         std::vector<std::int64_t> w_dims, std::uint64_t seed) {
+/// conv2d with padding 1, stride 1 and a bias, x [n, c, h, w] and w [o, c, 3, 3].
+OverheadCase conv_case(const char* name, const std::vector<std::int64_t>& x_dims,
+                       const std::vector<std::int64_t>& w_dims, std::uint64_t seed) {
   OpAttrs attrs;
   attrs.padding = {1, 1};
-  const OverheadCase c{name, Op::Conv,
-                       {random_tensor(x_dims, seed), random_tensor(w_dims, seed + 1), random_tensor({w_dims[0]}, seed + 2)},
-                       attrs};
+  return {name, Op::Conv,
+          {random_tensor(x_dims, seed), random_tensor(w_dims, seed + 1), random_tensor({w_dims[0]}, seed + 2)}, attrs};
+}
+
+/// at::convolution on the case's own buffers, as our handler calls it (padding 1, stride 1).
+at::Tensor aten_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  return at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1);
+}
+
+/// A conv through our session against at::convolution and at::convolution_out.
+void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* name, std::vector<std::int64_t> x_dims,
+                         std::vector<std::int64_t> w_dims, std::uint64_t seed) {
+  const OverheadCase c = conv_case(name, x_dims, w_dims, seed);
   const at::Tensor x = aten_of(c.inputs[0]);
   const at::Tensor w = aten_of(c.inputs[1]);
   const at::Tensor bias = aten_of(c.inputs[2]);
   at::Tensor into = at::empty({x_dims[0], w_dims[0], x_dims[2], x_dims[3]});
   bench_overhead(
-      verdicts, iters, c,
-      [&] {
-        benchmark::DoNotOptimize(
-            at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-      },
+      verdicts, iters, c, [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); },
       [&] {
         benchmark::DoNotOptimize(
             at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
       },
       0);
+}
+
+// The large conv's overhead, across processes. Its call takes about 44 µs, and within one process
+// the paired medians carry a bias of their own: the functional call timed against itself (A/A)
+// came out at +1382, -230, -61 and -30 ns in four processes (2026-12-04), each with a 95% interval
+// about 10 ns wide. A process keeps its heap's physical pages, which decide which L2 sets the
+// buffers of each side share, for its whole run. So the target is judged on the median over
+// several fresh processes, each measuring both our overhead and the A/A difference; the A/A
+// figures show the harness's own bias. Many short processes rather than a few long ones: within
+// one, 2,000 pairs already put the median within tens of ns; across processes it moves by
+// hundreds.
+// 41 processes put the median's 95% interval within about ±200 ns (63 processes pooled from three
+// runs of 21: median +154 ns, interval +1 to +308 ns); --capsule_quick runs 7.
+constexpr int kConvProcesses = 41;
+constexpr int kConvProcessesQuick = 7;
+constexpr const char* kLargeConv = "conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32";
+const std::vector<std::int64_t> kLargeConvX{1, 8, 32, 32};
+const std::vector<std::int64_t> kLargeConvW{16, 8, 3, 3};
+
+/// The child's side (--capsule_only=lt_conv_child): one line, `capsule-conv-child <overhead> <a/a>`
+/// in ns, the overhead against the faster of the grad-off and InferenceMode baselines, as
+/// bench_overhead judges it.
+void conv_overhead_child(std::int64_t iters) {
+  const OverheadCase c = conv_case(kLargeConv, kLargeConvX, kLargeConvW, 45);
+  Session session = open_session(false, {c.op}, "libtorch_cpu");
+  std::vector<Var> vars;
+  for (const Tensor& t : c.inputs) vars.push_back(session.constant(t));
+  const at::Tensor x = aten_of(c.inputs[0]);
+  const at::Tensor w = aten_of(c.inputs[1]);
+  const at::Tensor bias = aten_of(c.inputs[2]);
+  auto ours = [&] {
+    RuntimeResult<Var> result = session.call(c.op, vars, c.attrs);
+    if (!result) die(std::string(c.name) + " failed: " + result.error().message);
+    benchmark::DoNotOptimize(result->value().data<float>());
+  };
+  auto functional = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
+  // The same call again, as a lambda of its own (a copy of `functional` would be the same code,
+  // and code placement is one of the things that differ between two sides).
+  auto functional_again = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
+  torch::NoGradGuard no_grad;
+  const std::int64_t pairs = std::max<std::int64_t>(iters, 1);
+  const PairedCalls grad_off = compare_calls(pairs, ours, functional);
+  const PairedCalls inference = compare_calls<c10::InferenceMode>(pairs, ours, functional);
+  const PairedCalls same = compare_calls(pairs, functional_again, functional);
+  std::printf("capsule-conv-child %.1f %.1f\n", std::max(grad_off.overhead, inference.overhead), same.overhead);
+}
+
+void bench_conv_overhead_across_processes(Verdicts& verdicts, std::int64_t iters, bool quick) {
+  std::vector<double> overheads, same;
+  std::vector<std::string> args{"--capsule_only=lt_conv_child"};
+  if (quick) args.emplace_back("--capsule_quick");
+  const int processes = quick ? kConvProcessesQuick : kConvProcesses;
+  for (int p = 0; p < processes; ++p) {
+    const std::optional<std::string> out = bench::run_self(args);
+    double overhead = 0, aa = 0;
+    const std::size_t at = out ? out->find("capsule-conv-child ") : std::string::npos;
+    if (at == std::string::npos || std::sscanf(out->c_str() + at, "capsule-conv-child %lf %lf", &overhead, &aa) != 2) {
+      die("the large conv's child process failed or printed no figures");
+    }
+    overheads.push_back(overhead);
+    same.push_back(aa);
+  }
+  auto list = [](const std::vector<double>& values) {
+    std::string text;
+    for (double v : values) text += (text.empty() ? "" : ", ") + std::to_string(static_cast<long long>(std::lround(v)));
+    return text;
+  };
+  const bench::MedianInterval overhead = bench::median_interval(overheads);
+  const bench::MedianInterval aa = bench::median_interval(same);
+  const char* resolution = overhead.high <= 300.0  ? ""
+                           : overhead.low > 300.0  ? "; the whole interval lies above the target"
+                                                   : "; the interval straddles the target: not resolved in this run";
+  std::printf("%s: overhead over functional, one figure per fresh process (%d processes, %lld pairs each): [%s] "
+              "ns; median %+.0f ns (95%% CI %+.0f to %+.0f; target <= 300 ns): %s%s\n",
+              kLargeConv, processes, static_cast<long long>(std::max<std::int64_t>(iters, 1)),
+              list(overheads).c_str(), overhead.median, overhead.low, overhead.high,
+              verdicts.mark(overhead.median <= 300.0), resolution);
+  std::printf("  the functional call against itself (A/A), in the same processes: [%s] ns, median %+.0f ns (95%% CI "
+              "%+.0f to %+.0f): the harness's own bias\n",
+              list(same).c_str(), aa.median, aa.low, aa.high);
 }
 
 void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
@@ -790,11 +877,10 @@ void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
         [&] { benchmark::DoNotOptimize(at::matmul_out(into, a, b).data_ptr<float>()); }, 1.2);
   }
   // A conv small enough that ATen's own time (a few µs) varies less than the target: the per-call
-  // overhead the larger case cannot tell from this VM's noise.
+  // overhead, measured in this process.
   bench_conv_overhead(verdicts, 20'000 / scale, "conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", {1, 2, 8, 8},
                       {4, 2, 3, 3}, 48);
-  bench_conv_overhead(verdicts, 2'000 / scale, "conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32", {1, 8, 32, 32},
-                      {16, 8, 3, 3}, 45);
+  bench_conv_overhead_across_processes(verdicts, 2'000 / scale, scale != 1);
 }
 
 /// The LibTorch provider's entries of the fingerprint: its BLAS, core and threads.
@@ -827,6 +913,12 @@ int main(int argc, char** argv) {
     }
   }
   single_thread_everything();
+#if defined(CAPSULE_HAVE_LIBTORCH)
+  if (only == "lt_conv_child") {  // a child of bench_conv_overhead_across_processes: its one line
+    conv_overhead_child((quick ? 200 : 2'000));
+    return 0;
+  }
+#endif
   print_environment();
   (void)fixture();
 
