@@ -18,7 +18,9 @@
 //      64x64x64 and conv2d; overhead over the functional form <= 300 ns, and for the matmul
 //      ours / ATen <= 1.2x. Each case adds a line without a target: the same pairs with L1d and
 //      L2 evicted before every call (EvictedCaches), which shows how the overhead grows when a
-//      heavy call has left the caches cold;
+//      heavy call has left the caches cold. The large conv2d (44 µs a call) is judged instead on
+//      the median over fresh child processes of this program (--capsule_only=lt_conv_child), each
+//      with an A/A control, because one process's figure carries that process's bias;
 //   6. the MLP Adam step of 3 under libtorch_cpu (LibTorch forward and adjoint kernels, our tape)
 //      against torch::nn, reported without a target.
 //   The header then also prints the provider's fingerprint entries (its BLAS, core and threads).
