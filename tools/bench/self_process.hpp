@@ -5,58 +5,86 @@
 // sample what one cannot.
 #pragma once
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <cstdio>
-#include <optional>
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <variant>
 #include <vector>
 
 extern char** environ;
 
 namespace capsule::bench {
 
-/// The standard output of this executable run with `args` (argv[1] on), or nullopt when it could
-/// not be started or did not exit with status 0. The child inherits the environment (the thread
-/// and BLAS settings). It runs to completion before this returns.
-inline std::optional<std::string> run_self(const std::vector<std::string>& args) {
+/// What a child printed on its standard output, when it exited with status 0.
+struct ChildOutput {
+  std::string text;
+};
+/// Why there is no output: the step that failed and its reason.
+struct ChildFailure {
+  std::string why;
+};
+
+/// Runs this executable with `args` (argv[1] on), inheriting the environment (the thread and BLAS
+/// settings) and standard error, and waits for it to finish. There is no timeout: the caller is a
+/// benchmark run by hand, and a hung child shows as a hung run.
+inline std::variant<ChildOutput, ChildFailure> run_self(const std::vector<std::string>& args) {
+  auto failure = [](const char* step, int error) { return ChildFailure{std::string(step) + ": " + std::strerror(error)}; };
   std::array<char, 4096> self{};
   const ssize_t length = readlink("/proc/self/exe", self.data(), self.size() - 1);
-  if (length <= 0) return std::nullopt;
+  if (length <= 0) return failure("readlink /proc/self/exe", errno);
   std::vector<std::string> owned{std::string(self.data(), static_cast<std::size_t>(length))};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& arg : owned) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
+  // Close-on-exec, so that the child holds only the write end it gets as its standard output
+  // (dup2 clears the flag on that copy), and the reader sees end of file when the child exits.
   int out[2];
-  if (pipe(out) != 0) return std::nullopt;
+  if (pipe2(out, O_CLOEXEC) != 0) return failure("pipe2", errno);
   posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
+  int error = posix_spawn_file_actions_init(&actions);
+  if (error == 0) error = posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   pid_t child = 0;
-  const int spawned = posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
+  if (error == 0) error = posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
-  if (spawned != 0) {
+  if (error != 0) {
     close(out[0]);
-    return std::nullopt;
+    return failure("posix_spawn", error);
   }
   std::string text;
   std::array<char, 4096> chunk{};
   for (;;) {
     const ssize_t got = read(out[0], chunk.data(), chunk.size());
-    if (got <= 0) break;
-    text.append(chunk.data(), static_cast<std::size_t>(got));
+    if (got > 0) {
+      text.append(chunk.data(), static_cast<std::size_t>(got));
+    } else if (got == 0) {
+      break;
+    } else if (errno != EINTR) {
+      error = errno;
+      break;
+    }
   }
   close(out[0]);
   int status = 0;
-  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return text;
+  pid_t waited = 0;
+  do {
+    waited = waitpid(child, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited != child) return failure("waitpid", errno);
+  if (error != 0) return failure("reading the child's output", error);
+  if (WIFSIGNALED(status)) return ChildFailure{"the child was killed by signal " + std::to_string(WTERMSIG(status))};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return ChildFailure{"the child exited with status " + std::to_string(WEXITSTATUS(status))};
+  }
+  return ChildOutput{std::move(text)};
 }
 
 }  // namespace capsule::bench

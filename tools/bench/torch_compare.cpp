@@ -16,9 +16,9 @@
 //   5. the provider's overhead per call: Session::call into the LibTorch handler against the same
 //      ATen function called directly, functional and `*_out` forms, for add [64, 64], matmul
 //      64x64x64 and conv2d; overhead over the functional form <= 300 ns, and for the matmul
-//      ours / ATen <= 1.2x. Each case adds a line without a target: the same pairs with L1d and
-//      L2 evicted before every call (EvictedCaches), which shows how the overhead grows when a
-//      heavy call has left the caches cold. The large conv2d (44 µs a call) is judged instead on
+//      ours / ATen <= 1.2x. Each case but the large conv2d adds a line without a target: the same
+//      pairs with L1d and L2 evicted before every call (EvictedCaches), which shows how the
+//      overhead grows when a heavy call has left the caches cold. The large conv2d (44 µs a call) is judged instead on
 //      the median over fresh child processes of this program (--capsule_only=lt_conv_child), each
 //      with an A/A control, because one process's figure carries that process's bias;
 //   6. the MLP Adam step of 3 under libtorch_cpu (LibTorch forward and adjoint kernels, our tape)
@@ -56,11 +56,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "capsule/load.hpp"
@@ -792,6 +792,8 @@ void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* nam
 // runs of 21: median +154 ns, interval +1 to +308 ns); --capsule_quick runs 7.
 constexpr int kConvProcesses = 41;
 constexpr int kConvProcessesQuick = 7;
+/// Pairs per child process; the child and the parent's report both read it from here.
+std::int64_t large_conv_pairs(bool quick) { return quick ? 200 : 2'000; }
 constexpr const char* kLargeConv = "conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32";
 const std::vector<std::int64_t> kLargeConvX{1, 8, 32, 32};
 const std::vector<std::int64_t> kLargeConvW{16, 8, 3, 3};
@@ -799,7 +801,7 @@ const std::vector<std::int64_t> kLargeConvW{16, 8, 3, 3};
 /// The child's side (--capsule_only=lt_conv_child): one line, `capsule-conv-child <overhead> <a/a>`
 /// in ns, the overhead against the faster of the grad-off and InferenceMode baselines, as
 /// bench_overhead judges it.
-void conv_overhead_child(std::int64_t iters) {
+void conv_overhead_child(std::int64_t pairs) {
   const OverheadCase c = conv_case(kLargeConv, kLargeConvX, kLargeConvW, 45);
   Session session = open_session(false, {c.op}, "libtorch_cpu");
   std::vector<Var> vars;
@@ -817,24 +819,28 @@ void conv_overhead_child(std::int64_t iters) {
   // and code placement is one of the things that differ between two sides).
   auto functional_again = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
   torch::NoGradGuard no_grad;
-  const std::int64_t pairs = std::max<std::int64_t>(iters, 1);
   const PairedCalls grad_off = compare_calls(pairs, ours, functional);
   const PairedCalls inference = compare_calls<c10::InferenceMode>(pairs, ours, functional);
   const PairedCalls same = compare_calls(pairs, functional_again, functional);
   std::printf("capsule-conv-child %.1f %.1f\n", std::max(grad_off.overhead, inference.overhead), same.overhead);
 }
 
-void bench_conv_overhead_across_processes(Verdicts& verdicts, std::int64_t iters, bool quick) {
+void bench_conv_overhead_across_processes(Verdicts& verdicts, bool quick) {
+  const std::int64_t pairs = large_conv_pairs(quick);
   std::vector<double> overheads, same;
   std::vector<std::string> args{"--capsule_only=lt_conv_child"};
   if (quick) args.emplace_back("--capsule_quick");
   const int processes = quick ? kConvProcessesQuick : kConvProcesses;
   for (int p = 0; p < processes; ++p) {
-    const std::optional<std::string> out = bench::run_self(args);
+    const auto run = bench::run_self(args);
+    if (const auto* failed = std::get_if<bench::ChildFailure>(&run)) {
+      die("the large conv2d's child process " + std::to_string(p + 1) + " failed: " + failed->why);
+    }
+    const std::string& out = std::get<bench::ChildOutput>(run).text;
     double overhead = 0, aa = 0;
-    const std::size_t at = out ? out->find("capsule-conv-child ") : std::string::npos;
-    if (at == std::string::npos || std::sscanf(out->c_str() + at, "capsule-conv-child %lf %lf", &overhead, &aa) != 2) {
-      die("the large conv's child process failed or printed no figures");
+    const std::size_t at = out.find("capsule-conv-child ");
+    if (at == std::string::npos || std::sscanf(out.c_str() + at, "capsule-conv-child %lf %lf", &overhead, &aa) != 2) {
+      die("the large conv2d's child process " + std::to_string(p + 1) + " printed no `capsule-conv-child` line");
     }
     overheads.push_back(overhead);
     same.push_back(aa);
@@ -851,7 +857,7 @@ void bench_conv_overhead_across_processes(Verdicts& verdicts, std::int64_t iters
                                                    : "; the interval straddles the target: not resolved in this run";
   std::printf("%s: overhead over functional, one figure per fresh process (%d processes, %lld pairs each): [%s] "
               "ns; median %+.0f ns (95%% CI %+.0f to %+.0f; target <= 300 ns): %s%s\n",
-              kLargeConv, processes, static_cast<long long>(std::max<std::int64_t>(iters, 1)),
+              kLargeConv, processes, static_cast<long long>(pairs),
               list(overheads).c_str(), overhead.median, overhead.low, overhead.high,
               verdicts.mark(overhead.median <= 300.0), resolution);
   std::printf("  the functional call against itself (A/A), in the same processes: [%s] ns, median %+.0f ns (95%% CI "
@@ -882,7 +888,7 @@ void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
   // overhead, measured in this process.
   bench_conv_overhead(verdicts, 20'000 / scale, "conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", {1, 2, 8, 8},
                       {4, 2, 3, 3}, 48);
-  bench_conv_overhead_across_processes(verdicts, 2'000 / scale, scale != 1);
+  bench_conv_overhead_across_processes(verdicts, scale != 1);
 }
 
 /// The LibTorch provider's entries of the fingerprint: its BLAS, core and threads.
@@ -910,14 +916,15 @@ int main(int argc, char** argv) {
       only = arg.substr(std::string_view("--capsule_only=").size());
     } else {
       std::cerr << "usage: capsule_bench_torch [--capsule_strict] [--capsule_quick] "
-                   "[--capsule_only=add|add_grad|mlp|matmul|lt_overhead|lt_mlp]\n";
+                   "[--capsule_only=add|add_grad|mlp|matmul|lt_overhead|lt_mlp]\n"
+                   "(--capsule_only=lt_conv_child is lt_overhead's own child process: one line of figures)\n";
       return 2;
     }
   }
   single_thread_everything();
 #if defined(CAPSULE_HAVE_LIBTORCH)
   if (only == "lt_conv_child") {  // a child of bench_conv_overhead_across_processes: its one line
-    conv_overhead_child((quick ? 200 : 2'000));
+    conv_overhead_child(large_conv_pairs(quick));
     return 0;
   }
 #endif
