@@ -46,9 +46,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
 #include <array>
-#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -57,26 +56,15 @@
 #include <fstream>
 #include <iostream>
 #include <set>
-#include <span>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
-#include "capsule/load.hpp"
-#include "capsule/handlers/reference.hpp"
-#if defined(CAPSULE_HAVE_LIBTORCH)
-#include "capsule/handlers/libtorch.hpp"
-#endif
 #include "capsule/runtime/model.hpp"
 #include "capsule/runtime/session.hpp"
-#include "median_interval.hpp"
-#include "rng.hpp"
-#include "self_process.hpp"
+#include "libtorch_overhead.hpp"
+#include "torch_bench_support.hpp"
 
-#ifndef CAPSULE_SOURCE_DIR
-#error "CAPSULE_SOURCE_DIR must name the source tree (catalogs/ and profiles/)"
-#endif
 #ifndef CAPSULE_BENCH_BUILD_TYPE
 #define CAPSULE_BENCH_BUILD_TYPE "unknown"
 #endif
@@ -112,21 +100,9 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 
 namespace fs = std::filesystem;
 using namespace capsule;
+using namespace capsule::torch_bench;
 
 namespace {
-
-constexpr int kRuns = 11;  // interleaved timed pairs per comparison; medians reported
-
-[[noreturn]] void die(const std::string& message) {
-  std::cerr << "capsule_bench_torch: " << message << "\n";
-  std::exit(2);
-}
-
-template <class T>
-T expect(RuntimeResult<T> result, std::string_view what) {
-  if (!result) die(std::string(what) + ": " + result.error().message);
-  return std::move(result).value();
-}
 
 // ---- environment --------------------------------------------------------------------------------
 
@@ -223,224 +199,6 @@ void print_environment() {
     const auto end = torch_config.find_first_of(",\n", at_key);
     std::printf("LibTorch build config: %s\n", torch_config.substr(at_key, end - at_key).c_str());
   }
-}
-
-// ---- timing -------------------------------------------------------------------------------------
-
-using Clock = std::chrono::steady_clock;
-
-/// Nanoseconds per iteration of `iters` calls of body().
-template <class F>
-double ns_per_iter(std::int64_t iters, F&& body) {
-  const auto start = Clock::now();
-  for (std::int64_t i = 0; i < iters; ++i) body();
-  const auto stop = Clock::now();
-  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(iters);
-}
-
-double median(std::vector<double> values) { return bench::median_interval(values).median; }
-
-struct Timing {
-  double ours = 0;    // median ns per iteration
-  double theirs = 0;  // median ns per iteration
-  double ours_min = 0;
-  double theirs_min = 0;
-  /// Median over the pairs of (ours − theirs): a pair's two blocks run back to back, so a drift
-  /// of the machine's speed between pairs cancels, which the difference of the medians keeps.
-  double paired_overhead = 0;
-};
-
-/// No guard around a timed block.
-struct Unscoped {};
-
-/// One warm-up loop of each side, then kRuns interleaved timed pairs. Each timed block of
-/// theirs runs inside one TheirsScope (a guard a LibTorch user sets once around a workload, such
-/// as c10::InferenceMode), so the guard's own cost is not charged per call.
-template <class TheirsScope = Unscoped, class Ours, class Theirs>
-Timing compare(std::int64_t iters, Ours&& ours, Theirs&& theirs, int runs = kRuns) {
-  auto time_theirs = [&](std::int64_t n) {
-    [[maybe_unused]] const TheirsScope scope;
-    return ns_per_iter(n, theirs);
-  };
-  ns_per_iter(std::max<std::int64_t>(iters / 4, 1), ours);
-  time_theirs(std::max<std::int64_t>(iters / 4, 1));
-  std::vector<double> a, b;
-  std::vector<double> differences;
-  for (int run = 0; run < runs; ++run) {
-    if (run % 2 == 0) {
-      a.push_back(ns_per_iter(iters, ours));
-      b.push_back(time_theirs(iters));
-    } else {
-      b.push_back(time_theirs(iters));
-      a.push_back(ns_per_iter(iters, ours));
-    }
-    differences.push_back(a.back() - b.back());
-  }
-  return Timing{median(a), median(b), *std::min_element(a.begin(), a.end()), *std::min_element(b.begin(), b.end()),
-                median(differences)};
-}
-
-/// One call per side per pair, each timed alone, the order alternating from pair to pair; judged on
-/// the median of the per-pair differences. For a call of tens of µs whose speed drifts by more
-/// than a µs between blocks of calls (the large conv2d), block timing cannot resolve a few hundred
-/// ns of overhead; a pair of single calls run back to back sees the same machine state on both
-/// sides, and the clock's own cost (one steady_clock read per call side) is the same on both and
-/// cancels in the difference. When both sides' times differ only by a shift δ plus noise of the
-/// same distribution, each difference is δ plus a symmetric error, so its median estimates δ.
-struct PairedCalls {
-  double ours = 0;    // median ns per call
-  double theirs = 0;  // median ns per call
-  double ours_min = 0;
-  double theirs_min = 0;
-  double overhead = 0;  // median of (ours − theirs) over the pairs
-  double overhead_low = 0;  // its 95% confidence interval (median_interval.hpp)
-  double overhead_high = 0;
-  std::int64_t pairs = 0;
-};
-
-/// Calls body() once and returns its duration in ns. The guard, if any, is made before the clock
-/// starts, so its cost is not charged (a LibTorch user sets InferenceMode once around a workload).
-template <class Scope, class F>
-double time_one_call(F& body) {
-  [[maybe_unused]] const Scope scope;
-  const auto start = Clock::now();
-  body();
-  const auto stop = Clock::now();
-  return std::chrono::duration<double, std::nano>(stop - start).count();
-}
-
-/// Made before a timed call (time_one_call's Scope): walks a buffer four times the size of this
-/// CPU's L2 cache (4 MiB, more than the 1 MiB of a Zen 4 core), so the call starts with L1d and
-/// L2 holding none of its data and, L2 being unified, none of its code beyond what L1i keeps. A
-/// heavy call (the large conv2d's im2col buffer and output) leaves its successor in about that
-/// state; this shows what the same fixed work costs there when the op itself is small.
-struct EvictedCaches {
-  EvictedCaches() {
-    static std::vector<unsigned char> walk(std::size_t{4} << 20, 1);
-    unsigned sum = 0;
-    for (std::size_t i = 0; i < walk.size(); i += 64) sum += walk[i]++;
-    benchmark::DoNotOptimize(sum);
-  }
-};
-
-template <class TheirsScope = Unscoped, class OursScope = Unscoped, class Ours, class Theirs>
-PairedCalls compare_calls(std::int64_t pairs, Ours&& ours, Theirs&& theirs) {
-  for (std::int64_t i = 0; i < std::max<std::int64_t>(pairs / 10, 1); ++i) {
-    time_one_call<OursScope>(ours);
-    time_one_call<TheirsScope>(theirs);
-  }
-  std::vector<double> a(static_cast<std::size_t>(pairs));
-  std::vector<double> b(a.size());
-  std::vector<double> differences(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (i % 2 == 0) {
-      a[i] = time_one_call<OursScope>(ours);
-      b[i] = time_one_call<TheirsScope>(theirs);
-    } else {
-      b[i] = time_one_call<TheirsScope>(theirs);
-      a[i] = time_one_call<OursScope>(ours);
-    }
-    differences[i] = a[i] - b[i];
-  }
-  PairedCalls result;
-  result.pairs = pairs;
-  result.ours = median(a);
-  result.theirs = median(b);
-  result.ours_min = *std::min_element(a.begin(), a.end());
-  result.theirs_min = *std::min_element(b.begin(), b.end());
-  const bench::MedianInterval overhead = bench::median_interval(differences);
-  result.overhead = overhead.median;
-  result.overhead_low = overhead.low;
-  result.overhead_high = overhead.high;
-  return result;
-}
-
-std::string duration(double ns) {
-  char buffer[32];
-  if (ns < 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.1f ns", ns);
-  } else if (ns < 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.2f us", ns / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.3f ms", ns / 1e6);
-  }
-  return buffer;
-}
-
-struct Verdicts {
-  int failed = 0;
-  const char* mark(bool pass) {
-    if (!pass) ++failed;
-    return pass ? "PASS" : "FAIL";
-  }
-};
-
-void print_time_ratio(Verdicts& verdicts, const char* what, const char* unit, const Timing& t, double target,
-                      std::int64_t iters) {
-  const double ratio = t.ours / t.theirs;
-  std::printf("%s: ours %s/%s, LibTorch %s/%s: ratio ours/LibTorch = %.3fx (target <= %.2fx): %s  "
-              "[median of %d runs x %lld; best ours %s, best LibTorch %s]\n",
-              what, duration(t.ours).c_str(), unit, duration(t.theirs).c_str(), unit, ratio, target,
-              verdicts.mark(ratio <= target), kRuns, static_cast<long long>(iters), duration(t.ours_min).c_str(),
-              duration(t.theirs_min).c_str());
-}
-
-// ---- fixtures -----------------------------------------------------------------------------------
-
-struct Fixture {
-  Workspace workspace;
-  HandlerRegistry handlers;
-};
-
-const Fixture& fixture() {
-  static const Fixture f = [] {
-    Fixture out;
-    const fs::path source = CAPSULE_SOURCE_DIR;
-    out.workspace = load_workspace({source / "catalogs"}, {source / "profiles"});
-    if (has_errors(out.workspace.diagnostics)) die("shipped catalogs failed to load:\n" + render(out.workspace.diagnostics));
-    expect(register_reference_handlers(out.handlers), "registering the reference handlers");
-#if defined(CAPSULE_HAVE_LIBTORCH)
-    expect(register_libtorch_handlers(out.handlers), "registering the LibTorch handlers");
-#endif
-    return out;
-  }();
-  return f;
-}
-
-Session open_session(bool gradients, std::vector<Op> preselect, std::string profile = "checked_cpu") {
-  SessionOptions options;
-  options.profile = profile;
-  options.gradients = gradients;
-  options.preselect = std::move(preselect);
-  return expect(Session::open(fixture().workspace, fixture().handlers, std::move(options)), "opening " + profile);
-}
-
-/// `op -> capsule (handler)` for every capsule a session ran.
-std::string capsules_line(const Session& session) {
-  std::string out;
-  for (const CapsuleUse& use : session.capsules_used()) {
-    if (!out.empty()) out += ", ";
-    out += std::string(to_string(use.op)) + " -> " + use.capsule->name;
-  }
-  return out;
-}
-
-Tensor random_tensor(std::span<const std::int64_t> dims, std::uint64_t seed) {
-  const Shape shape = expect(Shape::make(dims), "shape");
-  bench::Rng rng{seed};
-  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
-  // Uniform in [-1, 1) on a 2^-24 grid: exactly representable in float32.
-  for (double& v : values) v = static_cast<double>(rng.next() >> 40) / 8388608.0 - 1.0;
-  return expect(Tensor::from_values(shape, DType::F32, values), "tensor");
-}
-
-Tensor random_tensor(std::initializer_list<std::int64_t> dims, std::uint64_t seed) {
-  return random_tensor(std::span<const std::int64_t>(dims.begin(), dims.size()), seed);
-}
-
-at::Tensor to_torch(const Tensor& t) {
-  std::vector<std::int64_t> dims = t.shape().to_vector();
-  return torch::from_blob(const_cast<float*>(t.data<float>()), dims, torch::kFloat32).clone();
 }
 
 // ---- 1 and 2: add on 1-element tensors ------------------------------------------------------------
@@ -659,247 +417,6 @@ void bench_matmul(Verdicts& verdicts, std::int64_t iters) {
   if (!bitwise) ++verdicts.failed;
 }
 
-// ---- 5: the LibTorch provider's overhead per call -----------------------------------------------
-// The same ATen function three ways, gradients off, one thread: Session::call on the libtorch_cpu
-// profile (our dispatch, the handler's checks, from_blob views, our output buffer, the `*_out`
-// call, the in-place check, and any boundary copy the handler reports), the functional ATen call
-// (ATen allocates the result) and its `*_out` form into a buffer allocated once. The overhead is
-// ours minus ATen, in ns per call; the targets (issue 10) are <= 300 ns over the functional form
-// and, for the 64x64 matmul, ours/ATen <= 1.2x.
-
-#if defined(CAPSULE_HAVE_LIBTORCH)
-
-struct OverheadCase {
-  const char* name;
-  Op op;
-  std::vector<Tensor> inputs;
-  OpAttrs attrs;
-};
-
-template <class Functional, class Out>
-void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& c, Functional&& functional, Out&& out,
-                    double ratio_target) {
-  Session session = open_session(false, {c.op}, "libtorch_cpu");
-  std::vector<Var> vars;
-  for (const Tensor& t : c.inputs) vars.push_back(session.constant(t));
-  const std::uint64_t copies_before = [] {
-    std::uint64_t n = 0;
-    for (const LibTorchBoundaryCopies& op : libtorch_boundary_copies()) n += op.total();
-    return n;
-  }();
-  auto ours = [&] {
-    RuntimeResult<Var> result = session.call(c.op, vars, c.attrs);
-    if (!result) die(std::string(c.name) + " failed: " + result.error().message);
-    benchmark::DoNotOptimize(result->value().data<float>());
-  };
-  ours();
-  std::uint64_t copies_per_call = 0;
-  for (const LibTorchBoundaryCopies& op : libtorch_boundary_copies()) copies_per_call += op.total();
-  copies_per_call -= copies_before;
-  torch::NoGradGuard no_grad;
-  // ATen at its best: each baseline is timed with grad off and again under c10::InferenceMode
-  // (which also skips the Autograd and ADInplaceOrView kernels and version counters), and the
-  // faster of the two is the baseline: the one our paired overhead is larger against. Judged on
-  // the paired differences, not on the two baselines' medians, which come from different stretches
-  // of time and drift apart by more than the modes differ on this VM.
-  const auto faster = [](const PairedCalls& x, const PairedCalls& y) { return x.overhead >= y.overhead ? x : y; };
-  // One call a side per pair (compare_calls): the overhead is the median of the per-pair
-  // differences, with its 95% confidence interval. Earlier versions timed blocks of calls and
-  // could not resolve the large conv2d's overhead from its drift between blocks.
-  const std::int64_t pairs = std::max<std::int64_t>(iters * 11, 1);
-  const PairedCalls fn_grad_off = compare_calls(pairs, ours, functional);
-  const PairedCalls fn_inference = compare_calls<c10::InferenceMode>(pairs, ours, functional);
-  const PairedCalls fn = faster(fn_grad_off, fn_inference);
-  const PairedCalls into = faster(compare_calls(pairs, ours, out), compare_calls<c10::InferenceMode>(pairs, ours, out));
-  const double over_fn = fn.overhead;
-  const double over_out = into.overhead;
-  const double ratio = fn.ours / fn.theirs;
-  const bool overhead_ok = over_fn <= 300.0;
-  std::printf("%s: ours %s/call, ATen functional %s, ATen _out %s: overhead %+.0f ns over functional (95%% CI %+.0f "
-              "to %+.0f; target <= 300 ns): %s, %+.0f ns over _out; ratio ours/functional = %.3fx",
-              c.name, duration(fn.ours).c_str(), duration(fn.theirs).c_str(), duration(into.theirs).c_str(), over_fn,
-              fn.overhead_low, fn.overhead_high, verdicts.mark(overhead_ok), over_out, ratio);
-  if (ratio_target > 0) std::printf(" (target <= %.2fx): %s", ratio_target, verdicts.mark(ratio <= ratio_target));
-  std::printf("  [medians of %lld pairs of single timed calls; best ours %s, best functional %s, best _out %s; "
-              "functional with grad off %s (overhead %+.0f ns), under InferenceMode %s (overhead %+.0f ns)]\n",
-              static_cast<long long>(pairs), duration(fn.ours_min).c_str(), duration(fn.theirs_min).c_str(),
-              duration(into.theirs_min).c_str(), duration(fn_grad_off.theirs).c_str(), fn_grad_off.overhead,
-              duration(fn_inference.theirs).c_str(), fn_inference.overhead);
-  std::printf("  ours: %s; %llu boundary copies per call\n", capsules_line(session).c_str(),
-              static_cast<unsigned long long>(copies_per_call));
-  // The same pairs with L1d and L2 evicted before each call (both sides, untimed), against the
-  // functional form with grad off: no target, it attributes the overhead's growth with a heavy
-  // call's working set (docs/benchmarks.md). Fewer pairs: each eviction walks 4 MiB.
-  const PairedCalls cold =
-      compare_calls<EvictedCaches, EvictedCaches>(std::min<std::int64_t>(pairs, 20'000), ours, functional);
-  std::printf("  with L1d and L2 evicted before each call: ours %s/call, ATen functional %s: overhead %+.0f ns "
-              "(95%% CI %+.0f to %+.0f; info, no target)  [medians of %lld pairs]\n",
-              duration(cold.ours).c_str(), duration(cold.theirs).c_str(), cold.overhead, cold.overhead_low,
-              cold.overhead_high, static_cast<long long>(cold.pairs));
-}
-
-/// The same memory as our tensor, not a copy: ATen's side of an overhead case reads exactly the
-/// buffers our session reads (the session's constants share their storage), so the two sides
-/// differ only in the call path, never in their inputs' addresses and alignment, which decide
-/// cache-set conflicts and differ from process to process. ATen's functional ops never write
-/// their inputs, so our immutable storage stays unchanged.
-at::Tensor aten_of(const Tensor& t) {
-  if (t.dtype() != DType::F32) die("aten_of: the overhead cases are float32; got " + std::string(to_string(t.dtype())));
-  return torch::from_blob(const_cast<float*>(t.data<float>()), t.shape().to_vector(), torch::kFloat32);
-}
-
-/// conv2d with padding 1, stride 1 and a bias, x [n, c, h, w] and w [o, c, 3, 3].
-OverheadCase conv_case(const char* name, const std::vector<std::int64_t>& x_dims,
-                       const std::vector<std::int64_t>& w_dims, std::uint64_t seed) {
-  OpAttrs attrs;
-  attrs.padding = {1, 1};
-  return {name, Op::Conv,
-          {random_tensor(x_dims, seed), random_tensor(w_dims, seed + 1), random_tensor({w_dims[0]}, seed + 2)}, attrs};
-}
-
-/// at::convolution on the case's own buffers, as our handler calls it (padding 1, stride 1).
-at::Tensor aten_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  return at::convolution(x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1);
-}
-
-/// A conv through our session against at::convolution and at::convolution_out.
-void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* name, std::vector<std::int64_t> x_dims,
-                         std::vector<std::int64_t> w_dims, std::uint64_t seed) {
-  const OverheadCase c = conv_case(name, x_dims, w_dims, seed);
-  const at::Tensor x = aten_of(c.inputs[0]);
-  const at::Tensor w = aten_of(c.inputs[1]);
-  const at::Tensor bias = aten_of(c.inputs[2]);
-  at::Tensor into = at::empty({x_dims[0], w_dims[0], x_dims[2], x_dims[3]});
-  bench_overhead(
-      verdicts, iters, c, [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); },
-      [&] {
-        benchmark::DoNotOptimize(
-            at::convolution_out(into, x, w, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1).data_ptr<float>());
-      },
-      0);
-}
-
-// The large conv's overhead, across processes. Its call takes about 44 µs, and within one process
-// the paired medians carry a bias of their own: the functional call timed against itself (A/A)
-// came out at +1382, -230, -61 and -30 ns in four processes (2026-12-04), each with a 95% interval
-// about 10 ns wide. A process keeps its heap's physical pages, which decide which L2 sets the
-// buffers of each side share, for its whole run. So the target is judged on the median over
-// several fresh processes, each measuring both our overhead and the A/A difference; the A/A
-// figures show the harness's own bias. Many short processes rather than a few long ones: within
-// one, 2,000 pairs already put the median within tens of ns; across processes it moves by
-// hundreds.
-// 41 processes put the median's 95% interval within about ±200 ns (63 processes pooled from three
-// runs of 21: median +154 ns, interval +1 to +308 ns); --capsule_quick runs 7.
-constexpr int kConvProcesses = 41;
-constexpr int kConvProcessesQuick = 7;
-/// Pairs per child process; the child and the parent's report both read it from here.
-std::int64_t large_conv_pairs(bool quick) { return quick ? 200 : 2'000; }
-constexpr const char* kLargeConv = "conv2d x[1, 8, 32, 32] w[16, 8, 3, 3] pad 1 f32";
-const std::vector<std::int64_t> kLargeConvX{1, 8, 32, 32};
-const std::vector<std::int64_t> kLargeConvW{16, 8, 3, 3};
-
-/// The child's side (--capsule_only=lt_conv_child): one line, `capsule-conv-child <overhead> <a/a>`
-/// in ns, the overhead against the faster of the grad-off and InferenceMode baselines, as
-/// bench_overhead judges it.
-void conv_overhead_child(std::int64_t pairs) {
-  const OverheadCase c = conv_case(kLargeConv, kLargeConvX, kLargeConvW, 45);
-  Session session = open_session(false, {c.op}, "libtorch_cpu");
-  std::vector<Var> vars;
-  for (const Tensor& t : c.inputs) vars.push_back(session.constant(t));
-  const at::Tensor x = aten_of(c.inputs[0]);
-  const at::Tensor w = aten_of(c.inputs[1]);
-  const at::Tensor bias = aten_of(c.inputs[2]);
-  auto ours = [&] {
-    RuntimeResult<Var> result = session.call(c.op, vars, c.attrs);
-    if (!result) die(std::string(c.name) + " failed: " + result.error().message);
-    benchmark::DoNotOptimize(result->value().data<float>());
-  };
-  auto functional = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
-  // The same call again, as a lambda of its own (a copy of `functional` would be the same code,
-  // and code placement is one of the things that differ between two sides).
-  auto functional_again = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
-  torch::NoGradGuard no_grad;
-  const PairedCalls grad_off = compare_calls(pairs, ours, functional);
-  const PairedCalls inference = compare_calls<c10::InferenceMode>(pairs, ours, functional);
-  const PairedCalls same = compare_calls(pairs, functional_again, functional);
-  std::printf("capsule-conv-child %.1f %.1f\n", std::max(grad_off.overhead, inference.overhead), same.overhead);
-}
-
-void bench_conv_overhead_across_processes(Verdicts& verdicts, bool quick) {
-  const std::int64_t pairs = large_conv_pairs(quick);
-  std::vector<double> overheads, same;
-  std::vector<std::string> args{"--capsule_only=lt_conv_child"};
-  if (quick) args.emplace_back("--capsule_quick");
-  const int processes = quick ? kConvProcessesQuick : kConvProcesses;
-  for (int p = 0; p < processes; ++p) {
-    const auto run = bench::run_self(args);
-    if (const auto* failed = std::get_if<bench::ChildFailure>(&run)) {
-      die("the large conv2d's child process " + std::to_string(p + 1) + " failed: " + failed->why);
-    }
-    const std::string& out = std::get<bench::ChildOutput>(run).text;
-    double overhead = 0, aa = 0;
-    const std::size_t at = out.find("capsule-conv-child ");
-    if (at == std::string::npos || std::sscanf(out.c_str() + at, "capsule-conv-child %lf %lf", &overhead, &aa) != 2) {
-      die("the large conv2d's child process " + std::to_string(p + 1) + " printed no `capsule-conv-child` line");
-    }
-    overheads.push_back(overhead);
-    same.push_back(aa);
-  }
-  auto list = [](const std::vector<double>& values) {
-    std::string text;
-    for (double v : values) text += (text.empty() ? "" : ", ") + std::to_string(static_cast<long long>(std::lround(v)));
-    return text;
-  };
-  const bench::MedianInterval overhead = bench::median_interval(overheads);
-  const bench::MedianInterval aa = bench::median_interval(same);
-  const char* resolution = overhead.high <= 300.0  ? ""
-                           : overhead.low > 300.0  ? "; the whole interval lies above the target"
-                                                   : "; the interval straddles the target: not resolved in this run";
-  std::printf("%s: overhead over functional, one figure per fresh process (%d processes, %lld pairs each): [%s] "
-              "ns; median %+.0f ns (95%% CI %+.0f to %+.0f; target <= 300 ns): %s%s\n",
-              kLargeConv, processes, static_cast<long long>(pairs),
-              list(overheads).c_str(), overhead.median, overhead.low, overhead.high,
-              verdicts.mark(overhead.median <= 300.0), resolution);
-  std::printf("  the functional call against itself (A/A), in the same processes: [%s] ns, median %+.0f ns (95%% CI "
-              "%+.0f to %+.0f): the harness's own bias\n",
-              list(same).c_str(), aa.median, aa.low, aa.high);
-}
-
-void bench_libtorch_overhead(Verdicts& verdicts, std::int64_t scale) {
-  {
-    const OverheadCase c{"add [64, 64] f32", Op::Add, {random_tensor({64, 64}, 41), random_tensor({64, 64}, 42)}, {}};
-    const at::Tensor a = aten_of(c.inputs[0]);
-    const at::Tensor b = aten_of(c.inputs[1]);
-    at::Tensor into = at::empty_like(a);
-    bench_overhead(
-        verdicts, 100'000 / scale, c, [&] { benchmark::DoNotOptimize(at::add(a, b).data_ptr<float>()); },
-        [&] { benchmark::DoNotOptimize(at::add_out(into, a, b).data_ptr<float>()); }, 0);
-  }
-  {
-    const OverheadCase c{"matmul 64x64x64 f32", Op::Matmul, {random_tensor({64, 64}, 43), random_tensor({64, 64}, 44)}, {}};
-    const at::Tensor a = aten_of(c.inputs[0]);
-    const at::Tensor b = aten_of(c.inputs[1]);
-    at::Tensor into = at::empty({64, 64});
-    bench_overhead(
-        verdicts, 20'000 / scale, c, [&] { benchmark::DoNotOptimize(at::matmul(a, b).data_ptr<float>()); },
-        [&] { benchmark::DoNotOptimize(at::matmul_out(into, a, b).data_ptr<float>()); }, 1.2);
-  }
-  // A conv small enough that ATen's own time (a few µs) varies less than the target: the per-call
-  // overhead, measured in this process.
-  bench_conv_overhead(verdicts, 20'000 / scale, "conv2d x[1, 2, 8, 8] w[4, 2, 3, 3] pad 1 f32", {1, 2, 8, 8},
-                      {4, 2, 3, 3}, 48);
-  bench_conv_overhead_across_processes(verdicts, scale != 1);
-}
-
-/// The LibTorch provider's entries of the fingerprint: its BLAS, core and threads.
-void print_libtorch_fingerprint() {
-  std::printf("LibTorch provider fingerprint:");
-  for (const auto& [key, value] : libtorch_fingerprint().entries) std::printf(" %s=%s;", key.c_str(), value.c_str());
-  std::printf("\n");
-}
-
-#endif  // CAPSULE_HAVE_LIBTORCH
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -923,8 +440,8 @@ int main(int argc, char** argv) {
   }
   single_thread_everything();
 #if defined(CAPSULE_HAVE_LIBTORCH)
-  if (only == "lt_conv_child") {  // a child of bench_conv_overhead_across_processes: its one line
-    conv_overhead_child(large_conv_pairs(quick));
+  if (only == "lt_conv_child") {  // a child of the large conv2d case (libtorch_overhead.cpp): its one line
+    conv_overhead_child(quick);
     return 0;
   }
 #endif
