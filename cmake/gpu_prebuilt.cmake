@@ -16,6 +16,9 @@ set(CAPSULE_GPU_PREBUILT_TARGETS capsule_engine capsule_runtime capsule_handlers
                                  capsule_handlers_cuda capsule_examples capsule_libtorch_parity_tables)
 set(CAPSULE_GPU_PREBUILT "")
 set(CAPSULE_GPU_PREBUILT_FLAGS "")
+# The architectures as the manifest writes them: a list such as 80;90 as 80,90, since a semicolon
+# would split a -D argument (tools/fingerprint/CMakeLists.txt passes it on).
+string(REPLACE ";" "," CAPSULE_CUDA_ARCHITECTURES_TEXT "${CAPSULE_CUDA_ARCHITECTURES}")
 if(CAPSULE_GPU_PREBUILT_DIR)
   if(NOT CAPSULE_GPU_TESTS_ONLY)
     message(FATAL_ERROR "CAPSULE_GPU_PREBUILT_DIR is for the GPU machine's build (CAPSULE_GPU_TESTS_ONLY=ON) only")
@@ -49,11 +52,9 @@ if(CAPSULE_GPU_PREBUILT_DIR)
   list(TRANSFORM capsule_tree_files PREPEND "${PROJECT_SOURCE_DIR}/")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${capsule_tree_files})
   # Kernels built for other architectures than this build's would not be what it reports.
-  # The manifest writes a list such as 80;90 as 80,90 (tools/fingerprint/CMakeLists.txt).
-  string(REPLACE ";" "," capsule_cuda_architectures_text "${CAPSULE_CUDA_ARCHITECTURES}")
-  if(NOT capsule_prebuilt_cuda_architectures STREQUAL capsule_cuda_architectures_text)
+  if(NOT capsule_prebuilt_cuda_architectures STREQUAL CAPSULE_CUDA_ARCHITECTURES_TEXT)
     message(FATAL_ERROR "the prebuilt objects' CUDA architectures are `${capsule_prebuilt_cuda_architectures}`; "
-                        "this build's CAPSULE_CUDA_ARCHITECTURES is `${capsule_cuda_architectures_text}`")
+                        "this build's CAPSULE_CUDA_ARCHITECTURES is `${CAPSULE_CUDA_ARCHITECTURES_TEXT}`")
   endif()
   string(REPLACE ";" " " capsule_prebuilt_names "${CAPSULE_GPU_PREBUILT_TARGETS}")
   set(CAPSULE_GPU_PREBUILT "${capsule_prebuilt_names}: compiled by ${capsule_prebuilt_compiler} and nvcc "

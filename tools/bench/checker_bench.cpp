@@ -210,9 +210,7 @@ bool report_targets() {
       const double target = n == 256 ? 1.10 : 1.05;
       const bool pass = ratio.median <= target;
       all_pass = all_pass && pass;
-      const char* resolution = ratio.high <= target  ? ""
-                               : ratio.low > target  ? "; the whole interval lies above the target"
-                                                     : "; the interval straddles the target: not resolved in this run";
+      const char* resolution = bench::interval_against(ratio, target);
       std::printf("ratio checked/unchecked %-9s %4lld^3 = %.3fx (95%% CI %.3f to %.3f; target <= %.2fx): %s%s  "
                   "[%d pairs; median unchecked %.3f ms, checked %.3f ms]\n",
                   kernel.name.c_str(), static_cast<long long>(n), ratio.median, ratio.low, ratio.high, target,

@@ -40,22 +40,34 @@ struct OverheadCase {
   OpAttrs attrs;
 };
 
+/// Our side of a case: the op through a libtorch_cpu session, on the case's inputs as constants.
+class OursThroughSession {
+ public:
+  explicit OursThroughSession(const OverheadCase& c) : case_(c), session_(open_session(false, {c.op}, "libtorch_cpu")) {
+    for (const Tensor& t : c.inputs) vars_.push_back(session_.constant(t));
+  }
+  void operator()() {
+    RuntimeResult<Var> result = session_.call(case_.op, vars_, case_.attrs);
+    if (!result) die(std::string(case_.name) + " failed: " + result.error().message);
+    benchmark::DoNotOptimize(result->value().data<float>());
+  }
+  const Session& session() const { return session_; }
+
+ private:
+  const OverheadCase& case_;
+  Session session_;
+  std::vector<Var> vars_;
+};
+
 template <class Functional, class Out>
 void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& c, Functional&& functional, Out&& out,
                     double ratio_target) {
-  Session session = open_session(false, {c.op}, "libtorch_cpu");
-  std::vector<Var> vars;
-  for (const Tensor& t : c.inputs) vars.push_back(session.constant(t));
+  OursThroughSession ours(c);
   const std::uint64_t copies_before = [] {
     std::uint64_t n = 0;
     for (const LibTorchBoundaryCopies& op : libtorch_boundary_copies()) n += op.total();
     return n;
   }();
-  auto ours = [&] {
-    RuntimeResult<Var> result = session.call(c.op, vars, c.attrs);
-    if (!result) die(std::string(c.name) + " failed: " + result.error().message);
-    benchmark::DoNotOptimize(result->value().data<float>());
-  };
   ours();
   std::uint64_t copies_per_call = 0;
   for (const LibTorchBoundaryCopies& op : libtorch_boundary_copies()) copies_per_call += op.total();
@@ -89,7 +101,7 @@ void bench_overhead(Verdicts& verdicts, std::int64_t iters, const OverheadCase& 
               static_cast<long long>(pairs), duration(fn.ours_min).c_str(), duration(fn.theirs_min).c_str(),
               duration(into.theirs_min).c_str(), duration(fn_grad_off.theirs).c_str(), fn_grad_off.overhead,
               duration(fn_inference.theirs).c_str(), fn_inference.overhead);
-  std::printf("  ours: %s; %llu boundary copies per call\n", capsules_line(session).c_str(),
+  std::printf("  ours: %s; %llu boundary copies per call\n", capsules_line(ours.session()).c_str(),
               static_cast<unsigned long long>(copies_per_call));
   // The same pairs with L1d and L2 evicted before each call (both sides, untimed), against the
   // functional form with grad off: no target, it attributes the overhead's growth with a heavy
@@ -152,8 +164,8 @@ void bench_conv_overhead(Verdicts& verdicts, std::int64_t iters, const char* nam
 // figures show the harness's own bias. Many short processes rather than a few long ones: within
 // one, 2,000 pairs already put the median within tens of ns; across processes it moves by
 // hundreds.
-// 41 processes put the median's 95% interval within about ±200 ns (63 processes pooled from three
-// runs of 21: median +154 ns, interval +1 to +308 ns); --capsule_quick runs 7.
+// 41 processes give the median a 95% interval about ±130 ns wide (docs/benchmarks.md, "The large
+// conv2d, judged across processes"); --capsule_quick runs 7.
 constexpr int kConvProcesses = 41;
 constexpr int kConvProcessesQuick = 7;
 /// Pairs per child process; the child and the parent's report both read it from here.
@@ -170,17 +182,10 @@ const std::vector<std::int64_t> kLargeConvW{16, 8, 3, 3};
 void conv_overhead_child(bool quick) {
   const std::int64_t pairs = large_conv_pairs(quick);
   const OverheadCase c = conv_case(kLargeConv, kLargeConvX, kLargeConvW, 45);
-  Session session = open_session(false, {c.op}, "libtorch_cpu");
-  std::vector<Var> vars;
-  for (const Tensor& t : c.inputs) vars.push_back(session.constant(t));
+  OursThroughSession ours(c);
   const at::Tensor x = aten_of(c.inputs[0]);
   const at::Tensor w = aten_of(c.inputs[1]);
   const at::Tensor bias = aten_of(c.inputs[2]);
-  auto ours = [&] {
-    RuntimeResult<Var> result = session.call(c.op, vars, c.attrs);
-    if (!result) die(std::string(c.name) + " failed: " + result.error().message);
-    benchmark::DoNotOptimize(result->value().data<float>());
-  };
   auto functional = [&] { benchmark::DoNotOptimize(aten_conv(x, w, bias).data_ptr<float>()); };
   // The same call again, as a lambda of its own (a copy of `functional` would be the same code,
   // and code placement is one of the things that differ between two sides).
@@ -221,9 +226,7 @@ void bench_conv_overhead_across_processes(Verdicts& verdicts, bool quick) {
   };
   const bench::MedianInterval overhead = bench::median_interval(overheads);
   const bench::MedianInterval aa = bench::median_interval(same);
-  const char* resolution = overhead.high <= 300.0  ? ""
-                           : overhead.low > 300.0  ? "; the whole interval lies above the target"
-                                                   : "; the interval straddles the target: not resolved in this run";
+  const char* resolution = bench::interval_against(overhead, 300.0);
   std::printf("%s: overhead over functional, one figure per fresh process (%d processes, %lld pairs each): [%s] "
               "ns; median %+.0f ns (95%% CI %+.0f to %+.0f; target <= 300 ns): %s%s\n",
               kLargeConv, processes, static_cast<long long>(pairs),

@@ -38,4 +38,12 @@ inline MedianInterval median_interval(std::vector<double>& values) {
   return result;
 }
 
+/// What a verdict line adds about `m`'s interval against an upper target: nothing when the whole
+/// interval meets it, else whether it lies above or straddles it.
+inline const char* interval_against(const MedianInterval& m, double target) {
+  if (m.high <= target) return "";
+  return m.low > target ? "; the whole interval lies above the target"
+                        : "; the interval straddles the target: not resolved in this run";
+}
+
 }  // namespace capsule::bench

@@ -140,7 +140,7 @@ void freivalds(const Product<T, TA>& p, int rounds, FreivaldsTolerance tolerance
         within = within && res <= low;
         largest = max_ignoring_nan(largest, res);
       }
-      return !within ? -1.0 : low > 0.0 ? largest / low : 0.0;
+      return within ? WorstResidual::pass_ratio(largest, low) : -1.0;
     };
     // First stage, free, for every row in one pass without a branch on the data: |(A·s_ρ)_i| <=
     // F·t̂_i with F <= 1.01 here (t̂_i: the exact path's computed |A|·(|B|·1)), so half the

@@ -66,6 +66,8 @@ double abs_sum(const T* x, std::int64_t n) {
 /// finite, so a NaN residual fails, and so does a check whose bound overflowed (it cannot vouch).
 class WorstResidual {
  public:
+  /// The residual/bound ratio a passing residual is ranked by (0 when the bound is 0).
+  static double pass_ratio(double residual, double bound) { return bound > 0.0 ? residual / bound : 0.0; }
   /// Records one residual; returns whether it passed. `what` must outlive the tracker.
   bool observe(double residual, double bound, std::int64_t index, const char* what) {
     const bool within = residual <= bound && std::isfinite(bound);
@@ -73,8 +75,8 @@ class WorstResidual {
     if (!within) {
       ratio = std::isnan(residual) || !(bound > 0.0) || !std::isfinite(bound) ? std::numeric_limits<double>::infinity()
                                                                               : residual / bound;
-    } else if (bound > 0.0) {
-      ratio = residual / bound;
+    } else {
+      ratio = pass_ratio(residual, bound);
     }
     const bool worse = !seen_ || (!within && passed_) || ((!within) == (!passed_) && ratio > ratio_);
     if (worse) {
